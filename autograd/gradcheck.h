@@ -1,0 +1,73 @@
+#pragma once
+// Gradient checking, after torch.autograd.gradcheck: the full Jacobian by central differences
+//   J_num[o, k] = (f(x + eps e_k) - f(x - eps e_k))[o] / (2 eps)
+// against the reverse-mode Jacobian (one backward per output element). An entry passes when
+//   |analytical - numerical| <= atol + rtol * |numerical|.
+// Beyond PyTorch: float inputs are checked in double by default (the same function runs on
+// double copies), and a check whose Jacobians are both (near) zero everywhere says it proves
+// nothing.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+using ScalarFunction = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  /// Compare v^T J u for random u, v (one pair per input) instead of the full Jacobian.
+  bool fast_mode = false;
+  /// Run the reverse pass twice and require bitwise-equal gradients.
+  bool check_determinism = true;
+  /// Convert float32 inputs to float64 before checking (the function must accept either).
+  bool in_double = true;
+  /// Jacobians with every entry at or below this are "zero": the check then proves nothing.
+  double vacuous_tol = 1e-7;
+  /// Print a warning to stderr when the check proves nothing (the result says so either way).
+  bool warn_vacuous = true;
+  /// Seed of fast mode's projections and of gradgradcheck's random grad_outputs.
+  uint64_t seed = 0;
+};
+
+struct GradcheckResult {
+  bool passed = true;
+  bool deterministic = true;
+  bool vacuous = false;  // both Jacobians (near) zero everywhere
+  double max_abs_error = 0;
+  double max_rel_error = 0;  // |a - n| / max(|n|, tiny)
+  int64_t entries = 0;       // Jacobian entries (or projections) compared
+  // The worst entry: the largest |a - n| / (atol + rtol |n|). Element indices are flat
+  // (row-major) and -1 in fast mode, where a projection stands for the whole input.
+  int input = -1;
+  int64_t element = -1;
+  int output = -1;
+  int64_t output_element = -1;
+  double analytical = 0;
+  double numerical = 0;
+  std::string message;  // "ok", or what failed and where
+  std::vector<std::string> warnings;
+  explicit operator bool() const { return passed; }
+};
+
+/// Checks every input's gradient of a function with one or more outputs. Throws what f throws.
+GradcheckResult gradcheck(const Function& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {});
+GradcheckResult gradcheck(const ScalarFunction& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {});
+
+/// gradcheck of the first-order gradient: g(inputs, v) = grad(f(inputs), inputs, v) built with
+/// create_graph, for random grad_outputs v, checked against central differences of itself.
+GradcheckResult gradgradcheck(const Function& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+GradcheckResult gradgradcheck(const ScalarFunction& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+
+}  // namespace tg

@@ -1,0 +1,90 @@
+#pragma once
+// The tape. Each op that sees an input requiring grad (with grad mode on) records a Node on its
+// output: the edges to its inputs and a backward closure written with tg ops, so that the
+// backward pass can itself be recorded (create_graph) and differentiated again.
+//
+// Ops call tg::record(...) right under their forward, micrograd style:
+//
+//   Tensor Y = ...forward...;
+//   return record("softmax", Y, {X}, [](const Tensor& dY, const Tensor& Y) -> Grads {
+//     return {mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};  // dX
+//   });
+//
+// A closure that takes (dY, Y) gets the op's output back, attached to this node, so a formula in Y
+// stays differentiable; a closure that takes only (dY) does not keep the output alive.
+
+#include <array>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <source_location>
+#include <type_traits>
+
+#include "autograd/grad_mode.h"
+#include "autograd/tensor.h"
+
+namespace tg {
+
+inline constexpr int kMaxInputs = 4;
+/// Gradients for an op's inputs, in order; undefined for an input that needs none.
+using Grads = std::array<Tensor, kMaxInputs>;
+using BackwardFn = std::function<Grads(const Tensor& dY, const Tensor& Y)>;
+
+struct Edge {
+  std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
+  std::shared_ptr<TensorImpl> leaf;  // the input itself, for a requires_grad leaf
+  Shape shape;                       // the input's shape, to check what backward returns
+  bool active() const { return node || leaf; }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  const char* op = "";
+  std::array<Edge, kMaxInputs> next{};
+  int num_inputs = 0;
+  BackwardFn backward;
+  bool saves_output = false;
+  std::shared_ptr<Storage> output_storage;  // only when saves_output
+  Shape output_shape;
+  Dtype output_dtype = Dtype::f64;
+  bool released = false;  // backward ran without retain_graph: the closure is gone
+  std::source_location where;  // the user's call that recorded this node
+
+  /// Drops what backward needed (closure, saved output).
+  void release();
+};
+
+/// Makes a node (deleted iteratively, so a 1,000,000-op chain frees without deep recursion).
+std::shared_ptr<Node> make_node();
+
+namespace detail {
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, BackwardFn fn,
+              bool saves_output, const std::source_location& where);
+}  // namespace detail
+
+/// Records `out` as made by `op` from `inputs` when grad mode is on and any input requires grad;
+/// otherwise returns `out` untouched. `fn` is (dY) -> Grads or (dY, Y) -> Grads.
+template <class F>
+Tensor record(const char* op, Tensor out, std::initializer_list<Tensor> inputs, F&& fn,
+              const std::source_location& where = std::source_location::current()) {
+  if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return out;
+  if constexpr (std::is_invocable_v<F, const Tensor&, const Tensor&>) {
+    return detail::attach(std::move(out), op, inputs, BackwardFn(std::forward<F>(fn)), true,
+                          where);
+  } else {
+    return detail::attach(
+        std::move(out), op, inputs,
+        [f = std::forward<F>(fn)](const Tensor& dY, const Tensor&) { return f(dY); }, false,
+        where);
+  }
+}
+
+/// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather
+/// than accumulated into .grad(), like torch.autograd.grad. An input the outputs do not depend on
+/// gets zeros. retain_graph defaults to create_graph.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
+                         int retain_graph = -1);
+
+}  // namespace tg

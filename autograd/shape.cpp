@@ -1,0 +1,77 @@
+#include "autograd/shape.h"
+
+#include <string>
+
+#include "autograd/error.h"
+
+namespace tg {
+
+namespace {
+void check_dims(int rank, const int64_t* d) {
+  if (rank > kMaxRank)
+    throw ShapeError("Shape: rank " + std::to_string(rank) + " is above the maximum of 4");
+  for (int i = 0; i < rank; ++i)
+    if (d[i] < 0)
+      throw ShapeError("Shape: dimension " + std::to_string(i) + " is negative (" +
+                       std::to_string(d[i]) + ")");
+}
+}  // namespace
+
+Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
+
+Shape::Shape(const std::vector<int64_t>& dims) {
+  check_dims(static_cast<int>(dims.size()), dims.data());
+  rank_ = static_cast<int>(dims.size());
+  for (int i = 0; i < rank_; ++i) dims_[i] = dims[i];
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= dims_[i];
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "(";
+  for (int i = 0; i < rank_; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims_[i]);
+  }
+  if (rank_ == 1) s += ",";
+  return s + ")";
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const int r = a.rank() > b.rank() ? a.rank() : b.rank();
+  std::vector<int64_t> out(r);
+  for (int i = 0; i < r; ++i) {
+    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw ShapeError(std::string(op) + ": shapes do not broadcast: " + a.str() + " and " +
+                       b.str());
+    out[i] = da == 1 ? db : da;
+  }
+  return Shape(out);
+}
+
+int normalize_axis(int axis, const Shape& s, const char* op) {
+  const int r = s.rank();
+  if (axis < -r || axis >= r)
+    throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) +
+                     " is out of range for shape " + s.str());
+  return axis < 0 ? axis + r : axis;
+}
+
+std::array<int64_t, kMaxRank> broadcast_strides(const Shape& s, const Shape& out) {
+  std::array<int64_t, kMaxRank> st{};
+  int64_t stride = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    const int o = out.rank() - s.rank() + i;
+    st[o] = s[i] == 1 ? 0 : stride;
+    stride *= s[i];
+  }
+  return st;
+}
+
+}  // namespace tg

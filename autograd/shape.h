@@ -1,0 +1,50 @@
+#pragma once
+// Shape: rank 0 to 4, row-major. Small and held by value.
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace tg {
+
+inline constexpr int kMaxRank = 4;
+
+class Shape {
+ public:
+  Shape() = default;  // rank 0: a scalar
+  /// Throws ShapeError for rank > 4 or a negative dimension.
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims);
+
+  int rank() const { return rank_; }
+  int64_t operator[](int axis) const { return dims_[axis]; }
+  int64_t& operator[](int axis) { return dims_[axis]; }
+  int64_t numel() const;
+  std::vector<int64_t> vec() const { return {dims_.begin(), dims_.begin() + rank_}; }
+  /// "(3, 2)"; a scalar is "()".
+  std::string str() const;
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.dims_[i] != b.dims_[i]) return false;
+    return true;
+  }
+
+ private:
+  std::array<int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+/// numpy broadcasting of two shapes; throws ShapeError naming `op` when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+/// Turns a possibly negative axis into 0..rank-1; throws ShapeError naming `op` when out of range.
+int normalize_axis(int axis, const Shape& s, const char* op);
+
+/// Row-major strides in elements, 0 where the dimension broadcasts into `out` (rank of out).
+std::array<int64_t, kMaxRank> broadcast_strides(const Shape& s, const Shape& out);
+
+}  // namespace tg

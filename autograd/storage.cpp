@@ -1,0 +1,87 @@
+#include "autograd/storage.h"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace tg {
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;  // per thread
+
+// Sizes round up to one of four steps per power of two (at most 25% slack), all multiples of 64.
+std::size_t bucket_size(std::size_t bytes) {
+  if (bytes <= 256) return 256;
+  const int hi = std::bit_width(bytes - 1) - 1;  // 2^hi < bytes <= 2^(hi+1)
+  const std::size_t step = std::size_t{1} << (hi - 2);
+  return (bytes + step - 1) / step * step;
+}
+
+struct Cache {
+  struct Entry {
+    std::size_t size;
+    void* ptr;
+  };
+  std::vector<Entry> free;  // few distinct sizes in practice: a linear scan is enough
+  AllocatorStats stats;
+
+  ~Cache() {
+    release_all();
+    destroyed = true;
+  }
+  void release_all() {
+    for (auto& e : free) std::free(e.ptr);
+    free.clear();
+    stats.cached_bytes = 0;
+  }
+  static thread_local bool destroyed;
+};
+thread_local bool Cache::destroyed = false;
+
+Cache& cache() {
+  static thread_local Cache c;
+  return c;
+}
+
+}  // namespace
+
+Storage::Storage(std::size_t bytes) : bytes_(bytes), capacity_(bucket_size(bytes)) {
+  if (!Cache::destroyed) {
+    Cache& c = cache();
+    for (std::size_t i = 0; i < c.free.size(); ++i) {
+      if (c.free[i].size == capacity_) {
+        data_ = c.free[i].ptr;
+        c.free[i] = c.free.back();
+        c.free.pop_back();
+        c.stats.cached_bytes -= capacity_;
+        ++c.stats.cache_hits;
+        return;
+      }
+    }
+    ++c.stats.os_allocations;
+  }
+  data_ = std::aligned_alloc(kAlign, capacity_);
+  if (!data_) throw std::bad_alloc();
+}
+
+Storage::~Storage() {
+  if (Cache::destroyed) {
+    std::free(data_);
+    return;
+  }
+  Cache& c = cache();
+  if (c.stats.cached_bytes + capacity_ > kMaxCachedBytes) c.release_all();
+  c.free.push_back({capacity_, data_});
+  c.stats.cached_bytes += capacity_;
+}
+
+AllocatorStats allocator_stats() { return Cache::destroyed ? AllocatorStats{} : cache().stats; }
+
+void empty_cache() {
+  if (!Cache::destroyed) cache().release_all();
+}
+
+}  // namespace tg

@@ -1,0 +1,172 @@
+#include "autograd/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+
+namespace tg {
+
+Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(std::make_shared<TensorImpl>()) {
+  impl_->shape = shape;
+  impl_->dtype = dtype;
+  impl_->storage = std::make_shared<Storage>(shape.numel() * dtype_size(dtype));
+}
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw ValueError("Tensor: use of an undefined tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int axis) const { return shape()[normalize_axis(axis, shape(), "size")]; }
+
+template <class T>
+T* Tensor::data() const {
+  if (dtype() != dtype_of<T>())
+    throw ValueError(std::string("Tensor::data: tensor is ") + dtype_name(dtype()) +
+                     ", asked for " + dtype_name(dtype_of<T>()));
+  return static_cast<T*>(impl().storage->data());
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw ShapeError("item: tensor of shape " + shape().str() + " has " +
+                     std::to_string(numel()) + " elements, not 1");
+  return dispatch(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[0]); });
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  const Shape& s = shape();
+  if (static_cast<int>(index.size()) != s.rank())
+    throw ShapeError("at: " + std::to_string(index.size()) + " indices for shape " + s.str());
+  int64_t flat = 0, i = 0;
+  for (int64_t k : index) {
+    if (k < 0 || k >= s[i])
+      throw ShapeError("at: index " + std::to_string(k) + " out of range for axis " +
+                       std::to_string(i) + " of shape " + s.str());
+    flat = flat * s[i] + k;
+    ++i;
+  }
+  return dispatch(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[flat]); });
+}
+
+std::vector<double> Tensor::to_vector() const {
+  return dispatch(dtype(), [&]<class T>() {
+    const T* p = data<T>();
+    return std::vector<double>(p, p + numel());
+  });
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (!is_leaf())
+    throw GraphError("set_requires_grad: only a leaf can be marked; this tensor was made by '" +
+                     op_name() + "' (use detach() for a new leaf)");
+  impl().requires_grad = on;
+  return *this;
+}
+
+std::string Tensor::op_name() const { return impl().grad_fn ? impl().grad_fn->op : ""; }
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::zero_grad() const {
+  auto& g = impl().grad;
+  if (!g) return;
+  if (g->grad_fn) {  // a recorded gradient (create_graph) is not ours to overwrite in place
+    g = zeros(g->shape, g->dtype).impl_ptr();
+    return;
+  }
+  std::memset(g->storage->data(), 0, g->shape.numel() * dtype_size(g->dtype));
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    throw ShapeError("set_grad: gradient " + g.shape().str() + " " + dtype_name(g.dtype()) +
+                     " does not match tensor " + shape().str() + " " + dtype_name(dtype()));
+  impl().grad = g.impl_ptr();
+}
+
+Tensor Tensor::detach() const {
+  auto p = std::make_shared<TensorImpl>();
+  p->shape = shape();
+  p->dtype = dtype();
+  p->storage = impl().storage;
+  return Tensor(std::move(p));
+}
+
+Tensor Tensor::clone() const {
+  Tensor out(shape(), dtype());
+  std::memcpy(out.impl().storage->data(), impl().storage->data(), numel() * dtype_size(dtype()));
+  return out;
+}
+
+Tensor Tensor::to(Dtype d) const {
+  if (d == dtype()) return clone();
+  Tensor out(shape(), d);
+  dispatch(dtype(), [&]<class S>() {
+    dispatch(d, [&]<class D>() {
+      const S* src = data<S>();
+      D* dst = out.data<D>();
+      for (int64_t i = 0; i < numel(); ++i) dst[i] = static_cast<D>(src[i]);
+    });
+  });
+  return out;
+}
+
+std::string Tensor::str(int precision) const {
+  std::ostringstream os;
+  os.precision(precision);
+  os << std::fixed;
+  const std::vector<double> v = to_vector();
+  const int64_t cols = rank() == 0 ? 1 : shape()[rank() - 1];
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+    os << (i % cols == 0 ? (i ? "\n[" : "[") : " ");
+    os.width(precision + 4);
+    os << v[i];
+    if (i % cols == cols - 1) os << "]";
+  }
+  return os.str();
+}
+
+Tensor full(const Shape& shape, double value, Dtype dtype) {
+  Tensor t(shape, dtype);
+  dispatch(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(value);
+  });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, Dtype dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, dtype); }
+Tensor scalar(double value, Dtype dtype) { return full(Shape{}, value, dtype); }
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError("from_vector: " + std::to_string(values.size()) +
+                     " values do not fill shape " + shape.str());
+  Tensor t(shape, dtype);
+  dispatch(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+Tensor randn(const Shape& shape, Rng& rng, Dtype dtype, double stddev) {
+  std::vector<double> v(shape.numel());
+  for (double& x : v) x = stddev * rng.normal();
+  return from_vector(v, shape, dtype);
+}
+
+Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi, Dtype dtype) {
+  std::vector<double> v(shape.numel());
+  for (double& x : v) x = rng.uniform(lo, hi);
+  return from_vector(v, shape, dtype);
+}
+
+}  // namespace tg

@@ -1,0 +1,120 @@
+#pragma once
+// Tensor: a cheap handle (a shared pointer) to a rank 0-4, row-major, contiguous array of float
+// or double, with its place on the tape. Copies of a handle share data and gradient.
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/error.h"
+#include "autograd/shape.h"
+#include "autograd/storage.h"
+
+namespace tg {
+
+class Node;
+class Tensor;
+
+struct TensorImpl {
+  Shape shape;
+  Dtype dtype = Dtype::f64;
+  std::shared_ptr<Storage> storage;
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;    // the op that made this tensor; null for a leaf
+  std::shared_ptr<TensorImpl> grad; // accumulated gradient of a requires_grad leaf
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined; defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  /// A new tensor with uninitialised contents (from the caching allocator).
+  Tensor(const Shape& shape, Dtype dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int rank() const { return impl().shape.rank(); }
+  /// Size of one axis; a negative axis counts from the end. Throws ShapeError when out of range.
+  int64_t size(int axis) const;
+  int64_t numel() const { return impl().shape.numel(); }
+  Dtype dtype() const { return impl().dtype; }
+
+  /// Typed access to the elements; throws ValueError when T is not the tensor's dtype.
+  template <class T>
+  T* data() const;
+  /// The value of a one-element tensor, as double; throws ShapeError otherwise.
+  double item() const;
+  /// Element at a multi-index (rank entries), as double; throws ShapeError when out of range.
+  double at(std::initializer_list<int64_t> index) const;
+  /// All elements in row-major order, as double.
+  std::vector<double> to_vector() const;
+
+  bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as collecting gradients; throws GraphError on a non-leaf.
+  Tensor& set_requires_grad(bool on = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  /// Name of the op that made this tensor ("" for a leaf).
+  std::string op_name() const;
+
+  /// The accumulated gradient of a leaf, or an undefined tensor before any backward.
+  Tensor grad() const;
+  /// Zeroes the accumulated gradient in place (keeps its buffer).
+  void zero_grad() const;
+  /// Replaces the accumulated gradient (undefined clears it).
+  void set_grad(const Tensor& g) const;
+
+  /// Reverse-mode differentiation from this tensor into the grad() of every requires_grad leaf.
+  /// A non-scalar needs grad_output of the same shape. retain_graph keeps the graph for another
+  /// backward; create_graph records the backward pass itself (grad-of-grad). Throws GraphError
+  /// (freed graph, no grad required, non-scalar without grad_output) or ShapeError.
+  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
+
+  /// The same data, cut off from the tape (shares storage).
+  Tensor detach() const;
+  /// A deep copy of the data, cut off from the tape.
+  Tensor clone() const;
+  /// A copy converted to `dtype`, cut off from the tape.
+  Tensor to(Dtype dtype) const;
+
+  /// Prints the values row by row (for demos and failure messages).
+  std::string str(int precision = 4) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Seeded random numbers for tests and examples (std::mt19937_64 underneath).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double normal() { return normal_(gen_); }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform_(gen_); }
+  std::mt19937_64& engine() { return gen_; }
+
+ private:
+  std::mt19937_64 gen_;
+  std::normal_distribution<double> normal_{0.0, 1.0};
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+};
+
+Tensor zeros(const Shape& shape, Dtype dtype = Dtype::f64);
+Tensor ones(const Shape& shape, Dtype dtype = Dtype::f64);
+Tensor full(const Shape& shape, double value, Dtype dtype = Dtype::f64);
+/// A rank-0 tensor.
+Tensor scalar(double value, Dtype dtype = Dtype::f64);
+/// A tensor from row-major values; throws ShapeError when the count does not match the shape.
+Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                   Dtype dtype = Dtype::f64);
+/// Standard normal entries times `stddev`.
+Tensor randn(const Shape& shape, Rng& rng, Dtype dtype = Dtype::f64, double stddev = 1.0);
+/// Uniform entries in [lo, hi).
+Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi, Dtype dtype = Dtype::f64);
+
+}  // namespace tg

@@ -1,0 +1,20 @@
+// add: Y = A + B (broadcasting);  dA = sum_to(dY, A.shape),  dB = sum_to(dY, B.shape)
+
+#include "ops/add.h"
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+Tensor add(const Tensor& A, const Tensor& B) {
+  Tensor Y = dispatch(A.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("add", A, B, [](auto x, auto y) { return x + y; });
+  });
+  return record("add", Y, {A, B}, [sA = A.shape(), sB = B.shape()](const Tensor& dY) -> Grads {
+    return {sum_to(dY, sA), sum_to(dY, sB)};
+  });
+}
+
+}  // namespace tg

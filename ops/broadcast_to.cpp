@@ -1,0 +1,50 @@
+// broadcast_to: Y[i] = X[i with broadcast axes set to 0];  dX = sum_to(dY, X.shape)
+
+#include "ops/broadcast_to.h"
+
+#include <cstring>
+
+#include "autograd/node.h"
+#include "ops/op_util.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+Tensor broadcast_to(const Tensor& X, const Shape& shape) {
+  detail::check_defined("broadcast_to", X, "input");
+  if (broadcast_shapes(X.shape(), shape, "broadcast_to") != shape)
+    throw ShapeError("broadcast_to: shape " + X.shape().str() + " does not broadcast to " +
+                     shape.str());
+  if (X.shape() == shape) return X;
+  Tensor Y(shape, X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const T* px = X.data<T>();
+    T* py = Y.data<T>();
+    const int64_t n = shape.numel(), m = X.numel();
+    bool suffix = true;
+    for (int i = 1; i <= X.rank(); ++i)
+      suffix = suffix && X.shape()[X.rank() - i] == shape[shape.rank() - i];
+    if (suffix && m > 0) {
+      for (int64_t o = 0; o < n; o += m) std::memcpy(py + o, px, m * sizeof(T));
+      return;
+    }
+    auto st = broadcast_strides(X.shape(), shape);
+    std::array<int64_t, kMaxRank> d{1, 1, 1, 1}, t{};
+    const int off = kMaxRank - shape.rank();
+    for (int i = 0; i < shape.rank(); ++i) {
+      d[off + i] = shape[i];
+      t[off + i] = st[i];
+    }
+    int64_t k = 0;
+    for (int64_t i0 = 0; i0 < d[0]; ++i0)
+      for (int64_t i1 = 0; i1 < d[1]; ++i1)
+        for (int64_t i2 = 0; i2 < d[2]; ++i2)
+          for (int64_t i3 = 0; i3 < d[3]; ++i3)
+            py[k++] = px[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]];
+  });
+  return record("broadcast_to", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
+    return {sum_to(dY, sX)};
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,9 @@
+#pragma once
+#include "autograd/shape.h"
+#include "autograd/tensor.h"
+
+namespace tg {
+/// Repeats x along broadcast axes to `shape` (numpy broadcasting). Throws ShapeError when x does
+/// not broadcast to `shape`.
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+}  // namespace tg

@@ -1,0 +1,21 @@
+// mul: Y = A * B (broadcasting);  dA = sum_to(dY * B, A.shape),  dB = sum_to(dY * A, B.shape)
+
+#include "ops/mul.h"
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+Tensor mul(const Tensor& A, const Tensor& B) {
+  Tensor Y = dispatch(A.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("mul", A, B, [](auto x, auto y) { return x * y; });
+  });
+  return record("mul", Y, {A, B}, [A, B](const Tensor& dY) -> Grads {
+    return {A.requires_grad() ? sum_to(mul(dY, B), A.shape()) : Tensor(),
+            B.requires_grad() ? sum_to(mul(dY, A), B.shape()) : Tensor()};
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,10 @@
+#pragma once
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+/// Reorders the axes: output axis i is input axis perm[i] (a copy). Throws ShapeError when perm
+/// is not a permutation of 0..rank-1.
+Tensor permute(const Tensor& x, const std::vector<int>& perm);
+}  // namespace tg

@@ -1,0 +1,11 @@
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+/// The same elements in a new shape (shares storage; at most one -1, inferred). Throws
+/// ShapeError when the element counts differ or the shape is invalid.
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape);
+}  // namespace tg

@@ -1,0 +1,20 @@
+// scale: Y = c X;  dX = c dY
+
+#include "ops/scale.h"
+
+#include "autograd/node.h"
+#include "ops/op_util.h"
+
+namespace tg {
+
+Tensor scale(const Tensor& X, double c) {
+  detail::check_defined("scale", X, "input");
+  Tensor Y(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n) * static_cast<T>(c);
+  });
+  return record("scale", Y, {X}, [c](const Tensor& dY) -> Grads { return {scale(dY, c)}; });
+}
+
+}  // namespace tg

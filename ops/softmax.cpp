@@ -1,0 +1,39 @@
+// softmax: Y = exp(X - max) / sum(exp(X - max));  dX = Y * (dY - sum(dY * Y, -1))
+// A fully masked row (max = -inf) is defined as all zeros; then Y = 0 makes dX = 0 as well.
+
+#include "ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/node.h"
+#include "ops/mul.h"
+#include "ops/op_util.h"
+#include "ops/sub.h"
+#include "ops/sum.h"
+
+namespace tg {
+
+Tensor softmax(const Tensor& X) {
+  detail::check_min_rank("softmax", X, 1);
+  Tensor Y(X.shape(), X.dtype());
+  const int64_t n = X.size(-1), rows = n ? X.numel() / n : 0;
+  dispatch(X.dtype(), [&]<class T>() {
+    for (int64_t r = 0; r < rows; ++r) {
+      auto x = detail::CMapArr<T>(X.data<T>() + r * n, n);
+      auto y = detail::MapArr<T>(Y.data<T>() + r * n, n);
+      const T mx = x.maxCoeff();
+      if (mx == -std::numeric_limits<T>::infinity()) {
+        y.setZero();
+        continue;
+      }
+      y = (x - mx).exp();  // exp(-inf) is exactly 0
+      y /= y.sum();
+    }
+  });
+  return record("softmax", Y, {X}, [](const Tensor& dY, const Tensor& Y) -> Grads {
+    return {mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};
+  });
+}
+
+}  // namespace tg

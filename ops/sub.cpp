@@ -1,0 +1,21 @@
+// sub: Y = A - B (broadcasting);  dA = sum_to(dY, A.shape),  dB = -sum_to(dY, B.shape)
+
+#include "ops/sub.h"
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+#include "ops/scale.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+Tensor sub(const Tensor& A, const Tensor& B) {
+  Tensor Y = dispatch(A.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("sub", A, B, [](auto x, auto y) { return x - y; });
+  });
+  return record("sub", Y, {A, B}, [sA = A.shape(), sB = B.shape()](const Tensor& dY) -> Grads {
+    return {sum_to(dY, sA), scale(sum_to(dY, sB), -1.0)};
+  });
+}
+
+}  // namespace tg

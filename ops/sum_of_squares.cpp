@@ -1,0 +1,23 @@
+// sum_of_squares: y = sum_i X_i^2;  dX = 2 X dy
+
+#include "ops/sum_of_squares.h"
+
+#include "autograd/node.h"
+#include "ops/mul.h"
+#include "ops/op_util.h"
+#include "ops/scale.h"
+
+namespace tg {
+
+Tensor sum_of_squares(const Tensor& X) {
+  detail::check_defined("sum_of_squares", X, "input");
+  Tensor y(Shape{}, X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    y.data<T>()[0] = detail::CMapArr<T>(X.data<T>(), X.numel()).square().sum();
+  });
+  return record("sum_of_squares", y, {X}, [X](const Tensor& dy) -> Grads {
+    return {mul(scale(X, 2.0), dy)};  // dy is rank 0 and broadcasts
+  });
+}
+
+}  // namespace tg

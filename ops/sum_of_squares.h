@@ -1,0 +1,7 @@
+#pragma once
+#include "autograd/tensor.h"
+
+namespace tg {
+/// sum(x^2) over all elements, as a rank-0 tensor.
+Tensor sum_of_squares(const Tensor& x);
+}  // namespace tg

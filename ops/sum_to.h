@@ -1,0 +1,10 @@
+#pragma once
+#include "autograd/shape.h"
+#include "autograd/tensor.h"
+
+namespace tg {
+/// Sums x down to `shape`, the inverse of broadcasting: every axis that `shape` broadcasts along
+/// is summed. The backward of every broadcasting op. Throws ShapeError when `shape` does not
+/// broadcast to x's shape.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+}  // namespace tg
