@@ -9,3 +9,5 @@
 #include "autograd/storage.h"
 #include "autograd/tensor.h"
 #include "ops/ops.h"
+#include "models/attention.h"
+#include "models/checker.h"

@@ -9,6 +9,7 @@
 #include "ops/mul.h"
 #include "ops/permute.h"
 #include "ops/reshape.h"
+#include "ops/rope.h"
 #include "ops/scale.h"
 #include "ops/softmax.h"
 #include "ops/sub.h"

@@ -27,7 +27,10 @@ Tensor softmax(const Tensor& X) {
         y.setZero();
         continue;
       }
-      y = (x - mx).exp();  // exp(-inf) is exactly 0
+      // Eigen's vectorised exp clamps its argument and returns a denormal for -inf, so masked
+      // entries are set to exactly 0 here rather than trusted to underflow.
+      const T ninf = -std::numeric_limits<T>::infinity();
+      y = (x == ninf).select(T(0), (x - mx).exp());
       y /= y.sum();
     }
   });

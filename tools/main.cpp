@@ -1,27 +1,64 @@
+// The `tapegrad` command-line program: demo, attention, check.
+// Exit status: 0 success, 1 a failed check or a bad input file, 2 bad command-line usage.
+
+#include <CLI/CLI.hpp>
+#include <exception>
 #include <iostream>
 
-#include "tapegrad.h"
+#include "autograd/error.h"
+#include "tools/commands.h"
+#include "tools/demo.h"
 
-int main() {
-  using namespace tg;
-  Rng rng(0);
-  Tensor X = randn({8, 4}, rng), W = randn({4, 4}, rng, Dtype::f64, 0.1);
-  W.set_requires_grad();
-  Tensor S = matmul(matmul(X, W), X, false, true);
-  Tensor A = softmax(add_mask(S, causal_mask(8)));
-  Tensor L = scale(sum_of_squares(matmul(A, X)), 0.5);
-  L.backward();
-  std::cout << A.str() << "\n" << W.grad().str() << "\n";
-  auto r = gradcheck([](const std::vector<Tensor>& in) {
-    Tensor S = matmul(matmul(in[0], in[1]), in[0], false, true);
-    Tensor A = softmax(add_mask(S, causal_mask(8)));
-    return scale(sum_of_squares(matmul(A, in[0])), 0.5);
-  }, {X, W});
-  std::cout << r.message << "\n";
-  auto r2 = gradgradcheck([](const std::vector<Tensor>& in) {
-    Tensor S = matmul(matmul(in[0], in[1]), in[0], false, true);
-    Tensor A = softmax(add_mask(S, causal_mask(8)));
-    return scale(sum_of_squares(matmul(A, in[0])), 0.5);
-  }, {X, W});
-  std::cout << r2.message << "\n";
+int main(int argc, char** argv) {
+  CLI::App app{"tapegrad: reverse-mode autodiff on Eigen, with causal self-attention checked "
+               "against finite differences"};
+  app.require_subcommand(1);
+
+  app.add_subcommand("demo", "Walk through the self-attention lesson on its own example");
+
+  tg::AttentionArgs args;
+  std::string dtype = "f64";
+  auto* att = app.add_subcommand(
+      "attention", "Causal self-attention on .npy inputs: writes Y, A, loss and the gradients");
+  att->add_option("--in", args.in_dir, "Folder with X.npy, W_Q.npy, W_K.npy, W_V.npy [W_O.npy]")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  att->add_option("--out", args.out_dir, "Folder to write Y.npy, A.npy, loss.npy, dX.npy, ...")
+      ->required();
+  att->add_option("--heads", args.options.heads, "Number of heads H (divides d_k and d_v)")
+      ->check(CLI::PositiveNumber);
+  att->add_option("--window", args.options.window, "Sliding window of w positions (w >= 1)")
+      ->check(CLI::PositiveNumber);
+  bool no_scale = false;
+  att->add_flag("--no-scale", no_scale, "Drop the 1/sqrt(d) scale of the scores");
+  att->add_flag("--rope", args.options.rope, "Rotary position embedding on Q and K");
+  att->add_option("--rope-base", args.options.rope_base, "RoPE base (default 10000)")
+      ->check(CLI::PositiveNumber);
+  att->add_option("--dtype", dtype, "Compute in f64 (default) or f32")
+      ->check(CLI::IsMember({"f64", "f32"}));
+
+  app.add_subcommand("check", "gradcheck and gradgradcheck of every op and model");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
+    return 2;
+  }
+
+  try {
+    if (app.got_subcommand("demo")) return tg::run_demo(std::cout);
+    if (app.got_subcommand("check")) return tg::run_check(std::cout);
+    args.options.scale = !no_scale;
+    args.dtype = dtype == "f32" ? tg::Dtype::f32 : tg::Dtype::f64;
+    tg::run_attention(args);
+    return 0;
+  } catch (const tg::Error& e) {
+    std::cerr << "tapegrad: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tapegrad: internal error: " << e.what() << "\n";
+    return 1;
+  }
 }

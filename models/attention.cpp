@@ -1,0 +1,147 @@
+#include "models/attention.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/error.h"
+#include "ops/ops.h"
+
+namespace tg {
+
+namespace {
+
+void check_options(const AttentionOptions& o, const char* model) {
+  if (o.heads < 1)
+    throw ValueError(std::string(model) + ": heads must be at least 1, got " +
+                     std::to_string(o.heads));
+  if (o.window < 0)
+    throw ValueError(std::string(model) + ": window must be at least 1 (0 for none), got " +
+                     std::to_string(o.window));
+  if (o.rope && (!std::isfinite(o.rope_base) || o.rope_base <= 0))
+    throw ValueError(std::string(model) + ": rope base must be finite and positive, got " +
+                     std::to_string(o.rope_base));
+}
+
+// Checks every shape up front, so a mistake is reported in the model's terms, not deep in an op.
+void check_shapes(const char* model, const Tensor& X, const Tensor& W_Q, const Tensor& W_K,
+                  const Tensor& W_V, const Tensor& W_O, int64_t heads, bool rope) {
+  for (const Tensor* t : {&X, &W_Q, &W_K, &W_V})
+    if (!t->defined()) throw ValueError(std::string(model) + ": X, W_Q, W_K and W_V are required");
+  std::string shapes = "X " + X.shape().str() + ", W_Q " + W_Q.shape().str() + ", W_K " +
+                       W_K.shape().str() + ", W_V " + W_V.shape().str();
+  if (W_O.defined()) shapes += ", W_O " + W_O.shape().str();
+  auto fail = [&](const std::string& why) {
+    throw ShapeError(std::string(model) + ": " + why + ": " + shapes);
+  };
+  if (X.rank() != 2 && X.rank() != 3) fail("X must be (T, D) or (B, T, D)");
+  if (X.size(-2) < 1) fail("X needs at least one position (T >= 1)");
+  const int64_t D = X.size(-1);
+  if (W_Q.rank() != 2 || W_K.rank() != 2 || W_V.rank() != 2) fail("weights must be 2-D");
+  if (W_Q.size(0) != D || W_K.size(0) != D || W_V.size(0) != D)
+    fail("W_Q, W_K and W_V need D = " + std::to_string(D) + " rows");
+  if (W_Q.shape() != W_K.shape()) fail("W_Q and W_K must have the same shape (D, d_k)");
+  const int64_t d_k = W_Q.size(1), d_v = W_V.size(1);
+  if (W_O.defined() && (W_O.rank() != 2 || W_O.size(0) != d_v || W_O.size(1) != d_v))
+    fail("W_O must be (d_v, d_v) = (" + std::to_string(d_v) + ", " + std::to_string(d_v) + ")");
+  if (d_k % heads != 0 || d_v % heads != 0)
+    fail(std::to_string(heads) + " heads must divide d_k = " + std::to_string(d_k) +
+         " and d_v = " + std::to_string(d_v));
+  if (rope && (d_k / heads) % 2 != 0)
+    fail("RoPE rotates pairs, so the head size d_k/H = " + std::to_string(d_k / heads) +
+         " must be even");
+}
+
+// S = Q K^T (/ sqrt(d)) + M;  A = softmax(S): shared by both models, over (.., T, d) heads.
+Tensor attention_weights(const Tensor& Q, const Tensor& K, int64_t T, const AttentionOptions& o) {
+  Tensor S = matmul(Q, K, false, true);                          // (.., T, T)
+  if (o.scale) S = scale(S, 1.0 / std::sqrt(static_cast<double>(Q.size(-1))));
+  return softmax(add_mask(S, causal_mask(T, Q.dtype(), o.window)));  // (.., T, T)
+}
+
+}  // namespace
+
+AttentionOutput single_head_attention(const Tensor& X, const Tensor& W_Q, const Tensor& W_K,
+                                      const Tensor& W_V, const Tensor& W_O,
+                                      const AttentionOptions& o) {
+  check_options(o, "single_head_attention");
+  check_shapes("single_head_attention", X, W_Q, W_K, W_V, W_O, 1, o.rope);
+  const int64_t T = X.size(-2);
+  AttentionOutput out;
+  out.Q = matmul(X, W_Q);  // (.., T, d_k)
+  out.K = matmul(X, W_K);  // (.., T, d_k)
+  out.V = matmul(X, W_V);  // (.., T, d_v)
+  const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
+  const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
+  out.A = attention_weights(Q, K, T, o);  // (.., T, T)
+  out.Y = matmul(out.A, out.V);           // (.., T, d_v)
+  if (W_O.defined()) out.Y = matmul(out.Y, W_O);
+  out.W_O = W_O;
+  return out;
+}
+
+AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const Tensor& W_K,
+                                     const Tensor& W_V, const Tensor& W_O,
+                                     const AttentionOptions& o) {
+  check_options(o, "multi_head_attention");
+  check_shapes("multi_head_attention", X, W_Q, W_K, W_V, W_O, o.heads, o.rope);
+  const bool batched = X.rank() == 3;
+  const int64_t B = batched ? X.size(0) : 1, T = X.size(-2), H = o.heads;
+  const int64_t d_k = W_Q.size(1), d_v = W_V.size(1);
+  const Tensor X3 = batched ? X : reshape(X, {1, T, X.size(-1)});  // (B, T, D)
+  // (B, T, d) -> (B, T, H, d/H) -> (B, H, T, d/H): head h owns columns [h d/H, (h+1) d/H).
+  auto split_heads = [&](const Tensor& P, int64_t d) {
+    return permute(reshape(P, {B, T, H, d / H}), {0, 2, 1, 3});
+  };
+  AttentionOutput out;
+  out.Q = split_heads(matmul(X3, W_Q), d_k);  // (B, H, T, d_h)
+  out.K = split_heads(matmul(X3, W_K), d_k);  // (B, H, T, d_h)
+  out.V = split_heads(matmul(X3, W_V), d_v);  // (B, H, T, d_vh)
+  const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
+  const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
+  out.A = attention_weights(Q, K, T, o);                                        // (B, H, T, T)
+  Tensor Y = reshape(permute(matmul(out.A, out.V), {0, 2, 1, 3}), {B, T, d_v});  // (B, T, d_v)
+  if (W_O.defined()) Y = matmul(Y, W_O);                                         // (B, T, d_v)
+  out.W_O = W_O;
+  if (!batched) {
+    Y = reshape(Y, {T, d_v});
+    out.A = reshape(out.A, {H, T, T});
+    out.Q = reshape(out.Q, {H, T, d_k / H});
+    out.K = reshape(out.K, {H, T, d_k / H});
+    out.V = reshape(out.V, {H, T, d_v / H});
+  }
+  out.Y = Y;
+  return out;
+}
+
+Tensor attention_loss(const Tensor& Y) { return scale(sum_of_squares(Y), 0.5); }
+
+CausalSelfAttention::CausalSelfAttention(int64_t D, int64_t d_k, int64_t d_v,
+                                         const AttentionOptions& opts, bool output_proj, Rng& rng,
+                                         Dtype dtype, double init_std)
+    : options(opts) {
+  check_options(options, "CausalSelfAttention");
+  if (D < 1 || d_k < 1 || d_v < 1)
+    throw ValueError("CausalSelfAttention: D, d_k and d_v must be positive, got " +
+                     std::to_string(D) + ", " + std::to_string(d_k) + ", " + std::to_string(d_v));
+  if (d_k % options.heads != 0 || d_v % options.heads != 0)
+    throw ValueError("CausalSelfAttention: " + std::to_string(options.heads) +
+                     " heads must divide d_k = " + std::to_string(d_k) + " and d_v = " +
+                     std::to_string(d_v));
+  W_Q = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
+  W_K = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
+  W_V = randn({D, d_v}, rng, dtype, init_std).set_requires_grad();
+  if (output_proj) W_O = randn({d_v, d_v}, rng, dtype, init_std).set_requires_grad();
+}
+
+AttentionOutput CausalSelfAttention::forward(const Tensor& X) const {
+  return options.heads == 1 ? single_head_attention(X, W_Q, W_K, W_V, W_O, options)
+                            : multi_head_attention(X, W_Q, W_K, W_V, W_O, options);
+}
+
+std::vector<Tensor> CausalSelfAttention::parameters() const {
+  std::vector<Tensor> p{W_Q, W_K, W_V};
+  if (W_O.defined()) p.push_back(W_O);
+  return p;
+}
+
+}  // namespace tg

@@ -1,0 +1,286 @@
+// The op-case table. Each row: the op, a case name, float64 inputs from a seed derived from the
+// case name (so adding a row never changes another row's inputs), the function and its
+// tolerances. A case's function must accept float32 inputs too: constants it captures (masks,
+// reduction weights) are converted to the inputs' dtype when used.
+
+#include "ops/registry.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "ops/ops.h"
+
+namespace tg {
+
+std::string OpCase::shapes() const {
+  std::string s;
+  for (std::size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + inputs[i].shape().str();
+  return s;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// FNV-1a: a seed that depends only on the case name and input index.
+uint64_t seed_of(const std::string& name, std::size_t input) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name + "#" + std::to_string(input)) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// A constant captured by a case, in the dtype of the tensor it meets.
+Tensor as(const Tensor& c, const Tensor& like) {
+  return c.dtype() == like.dtype() ? c : c.to(like.dtype());
+}
+
+// Fixed random weights: sum(Y * W) reduces Y to a scalar without the blind spots of a plain sum.
+Tensor weights(const Shape& s, uint64_t seed) {
+  Rng rng(seed);
+  return randn(s, rng);
+}
+
+GradcheckOptions tol(double atol = 1e-5, double rtol = 1e-3) {
+  GradcheckOptions o;
+  o.atol = atol;
+  o.rtol = rtol;
+  return o;
+}
+
+using Fn1 = std::function<Tensor(const Tensor&)>;
+using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+class Table {
+ public:
+  // Inputs drawn from N(0, 1) with the case's own seed.
+  void add(const std::string& op, const std::string& name, const std::vector<Shape>& shapes,
+           Function fn, GradcheckOptions o = tol()) {
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      Rng rng(seed_of(op + "/" + name, i));
+      inputs.push_back(randn(shapes[i], rng));
+    }
+    add_inputs(op, name, std::move(inputs), std::move(fn), o);
+  }
+  void add_inputs(const std::string& op, const std::string& name, std::vector<Tensor> inputs,
+                  Function fn, GradcheckOptions o = tol()) {
+    cases_.push_back({op, op + "/" + name, std::move(inputs), std::move(fn), o, true});
+  }
+  void unary(const std::string& op, const std::string& name, const Shape& s, Fn1 f,
+             GradcheckOptions o = tol()) {
+    add(op, name, {s}, [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; },
+        o);
+  }
+  void binary(const std::string& op, const std::string& name, const Shape& a, const Shape& b,
+              Fn2 f, GradcheckOptions o = tol()) {
+    add(op, name, {a, b},
+        [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; }, o);
+  }
+  std::vector<OpCase> take() { return std::move(cases_); }
+
+ private:
+  std::vector<OpCase> cases_;
+};
+
+void matmul_cases(Table& t) {
+  auto mm = [](bool ta, bool tb) {
+    return [ta, tb](const Tensor& a, const Tensor& b) { return matmul(a, b, ta, tb); };
+  };
+  t.binary("matmul", "2d", {3, 4}, {4, 2}, mm(false, false));
+  t.binary("matmul", "transpose_a", {4, 3}, {4, 2}, mm(true, false));
+  t.binary("matmul", "transpose_b", {3, 4}, {2, 4}, mm(false, true));
+  t.binary("matmul", "transpose_both", {4, 3}, {2, 4}, mm(true, true));
+  t.binary("matmul", "1xN_at_Nx1", {1, 4}, {4, 1}, mm(false, false));
+  t.binary("matmul", "Nx1_at_1xN", {3, 1}, {1, 2}, mm(false, false));
+  t.binary("matmul", "BTD_at_DE", {2, 3, 4}, {4, 2}, mm(false, false));
+  t.binary("matmul", "BTD_at_ED_transpose_b", {2, 3, 4}, {2, 4}, mm(false, true));
+  t.binary("matmul", "BDT_transpose_a_at_DE", {2, 4, 3}, {4, 2}, mm(true, false));
+  t.binary("matmul", "T1_BTD_at_DE", {2, 1, 3}, {3, 2}, mm(false, false));
+  t.binary("matmul", "rank4_broadcast_batch", {2, 1, 3, 4}, {3, 4, 2}, mm(false, false));
+  t.binary("matmul", "rank2_at_batched", {3, 4}, {2, 4, 2}, mm(false, false));
+  t.binary("matmul", "rank4_both_transposed", {1, 2, 4, 3}, {2, 1, 2, 4}, mm(true, true));
+}
+
+void shape_cases(Table& t) {
+  t.unary("transpose", "2d", {3, 4}, [](const Tensor& x) { return transpose(x); });
+  t.unary("transpose", "1xN", {1, 5}, [](const Tensor& x) { return transpose(x); });
+  t.unary("transpose", "rank3", {2, 3, 4}, [](const Tensor& x) { return transpose(x); });
+  t.unary("transpose", "rank4", {2, 1, 3, 2}, [](const Tensor& x) { return transpose(x); });
+
+  auto perm = [](std::vector<int> p) { return [p](const Tensor& x) { return permute(x, p); }; };
+  t.unary("permute", "2d", {2, 3}, perm({1, 0}));
+  t.unary("permute", "rank3", {2, 3, 4}, perm({2, 0, 1}));
+  t.unary("permute", "rank4", {2, 3, 1, 2}, perm({3, 1, 0, 2}));
+  t.unary("permute", "rank4_heads", {2, 3, 2, 2}, perm({0, 2, 1, 3}));
+
+  auto resh = [](std::vector<int64_t> s) { return [s](const Tensor& x) { return reshape(x, s); }; };
+  t.unary("reshape", "infer_last", {2, 6}, resh({3, -1}));
+  t.unary("reshape", "flatten", {2, 3, 4}, resh({-1}));
+  t.unary("reshape", "infer_middle", {2, 3, 2}, resh({2, -1, 3}));
+  t.unary("reshape", "to_rank4", {6}, resh({1, 2, 1, 3}));
+  t.unary("reshape", "to_rank0", {1}, resh({}));
+
+  auto rp = [](double base, bool inverse) {
+    return [base, inverse](const Tensor& x) { return rope(x, base, inverse); };
+  };
+  t.unary("rope", "2d", {3, 4}, rp(10000.0, false));
+  t.unary("rope", "T1_is_identity", {1, 4}, rp(10000.0, false));
+  t.unary("rope", "pairs_only", {4, 2}, rp(10000.0, false));
+  t.unary("rope", "rank4_heads_base100", {2, 2, 3, 4}, rp(100.0, false));
+  t.unary("rope", "inverse_rank3", {2, 3, 4}, rp(10000.0, true));
+
+  t.unary("scale", "2d", {2, 3}, [](const Tensor& x) { return scale(x, 0.5); });
+  t.unary("scale", "rank4_negative", {1, 2, 2, 3}, [](const Tensor& x) { return scale(x, -3.0); });
+  t.unary("scale", "rank0", {}, [](const Tensor& x) { return scale(x, 2.5); });
+
+  auto bto = [](Shape s) { return [s](const Tensor& x) { return broadcast_to(x, s); }; };
+  t.unary("broadcast_to", "row_to_2d", {3}, bto({2, 3}));
+  t.unary("broadcast_to", "middle_axis", {2, 1, 3}, bto({2, 4, 3}));
+  t.unary("broadcast_to", "scalar", {}, bto({2, 2}));
+  t.unary("broadcast_to", "rank4", {1, 3, 1}, bto({2, 2, 3, 2}));
+  t.unary("broadcast_to", "same_shape", {2, 3}, bto({2, 3}));
+
+  auto sto = [](Shape s) { return [s](const Tensor& x) { return sum_to(x, s); }; };
+  t.unary("sum_to", "leading_axis", {2, 3}, sto({3}));
+  t.unary("sum_to", "middle_axis", {2, 4, 3}, sto({2, 1, 3}));
+  t.unary("sum_to", "last_axis", {3, 4}, sto({3, 1}));
+  t.unary("sum_to", "scalar", {2, 3}, sto({}));
+  t.unary("sum_to", "rank4", {2, 3, 4, 2}, sto({3, 1, 2}));
+}
+
+void reduction_cases(Table& t) {
+  t.unary("sum", "all", {3, 4}, [](const Tensor& x) { return sum(x); });
+  t.unary("sum", "all_rank0", {}, [](const Tensor& x) { return sum(x); });
+  t.unary("sum", "axis0", {3, 4}, [](const Tensor& x) { return sum(x, 0); });
+  t.unary("sum", "axis1_keepdim", {3, 4}, [](const Tensor& x) { return sum(x, 1, true); });
+  t.unary("sum", "axis_minus1_rank3", {2, 3, 4}, [](const Tensor& x) { return sum(x, -1); });
+  t.unary("sum", "axis_minus3_keepdim_rank4", {2, 3, 1, 2},
+          [](const Tensor& x) { return sum(x, -3, true); });
+  t.unary("sum", "rank1_to_rank0", {5}, [](const Tensor& x) { return sum(x, 0); });
+
+  t.unary("sum_of_squares", "2d", {3, 4}, [](const Tensor& x) { return sum_of_squares(x); });
+  t.unary("sum_of_squares", "rank0", {}, [](const Tensor& x) { return sum_of_squares(x); });
+  t.unary("sum_of_squares", "1xN", {1, 5}, [](const Tensor& x) { return sum_of_squares(x); });
+  t.unary("sum_of_squares", "rank4", {2, 1, 2, 2},
+          [](const Tensor& x) { return sum_of_squares(x); });
+}
+
+void elementwise_cases(Table& t) {
+  const std::pair<const char*, Fn2> ops[] = {{"add", [](auto& a, auto& b) { return add(a, b); }},
+                                             {"sub", [](auto& a, auto& b) { return sub(a, b); }},
+                                             {"mul", [](auto& a, auto& b) { return mul(a, b); }}};
+  for (const auto& [op, f] : ops) {
+    t.binary(op, "same_shape", {2, 3}, {2, 3}, f);
+    t.binary(op, "broadcast_second", {2, 3}, {3}, f);
+    t.binary(op, "broadcast_first", {3}, {2, 3}, f);
+    t.binary(op, "broadcast_both", {2, 1, 3}, {4, 1}, f);
+    t.binary(op, "outer_Nx1_1xN", {3, 1}, {1, 4}, f);
+    t.binary(op, "scalar_second", {2, 3}, {}, f);
+    t.binary(op, "scalar_first", {}, {2, 3}, f);
+    t.binary(op, "rank4_broadcast_both", {2, 1, 3, 1}, {1, 2, 1, 2}, f);
+  }
+  // Fan-in: one input feeds both operands, so its gradients from each must add up.
+  t.unary("mul", "same_input_twice", {2, 3}, [](const Tensor& x) { return mul(x, x); });
+  t.unary("sub", "same_input_twice", {2, 3}, [](const Tensor& x) { return sub(x, scale(x, 3.0)); });
+}
+
+// A (T, T) mask: 0 where allowed, -inf where masked; the rows listed are masked entirely.
+Tensor mask_with_dead_rows(const Tensor& base, const std::vector<int64_t>& dead_rows) {
+  std::vector<double> m = base.to_vector();
+  const int64_t n = base.size(-1);
+  for (int64_t r : dead_rows)
+    for (int64_t j = 0; j < n; ++j) m[r * n + j] = -kInf;
+  return from_vector(m, base.shape());
+}
+
+void mask_and_softmax_cases(Table& t) {
+  auto masked_softmax = [](Tensor M) {
+    return [M](const Tensor& x) { return softmax(add_mask(x, as(M, x))); };
+  };
+  auto masked = [](Tensor M) { return [M](const Tensor& x) { return add_mask(x, as(M, x)); }; };
+
+  // add_mask alone returns -inf where masked, where central differences are NaN, so -inf masks
+  // are checked through the softmax that follows them in attention.
+  const Tensor finite = from_vector({0, -1.5, -3, 0, 0, -0.5, 2, 0, 0}, {3, 3});
+  t.unary("add_mask", "finite_mask_rank3", {2, 3, 3}, masked(finite));
+  t.unary("add_mask", "T1_causal", {2, 1, 1}, masked(causal_mask(1)));
+  t.unary("add_mask", "causal_then_softmax", {4, 4}, masked_softmax(causal_mask(4)));
+  t.unary("add_mask", "window2_then_softmax", {1, 5, 5}, masked_softmax(causal_mask(5, Dtype::f64, 2)));
+  t.unary("add_mask", "rank4_window_then_softmax", {2, 2, 3, 3},
+          masked_softmax(causal_mask(3, Dtype::f64, 2)));
+  t.unary("add_mask", "fully_masked_row_then_softmax", {2, 3, 3},
+          masked_softmax(mask_with_dead_rows(causal_mask(3), {0})));
+
+  auto sm = [](const Tensor& x) { return softmax(x); };
+  t.unary("softmax", "1xN", {1, 5}, sm);
+  // A single column's softmax is the constant 1, so its gradient must be exactly zero; times x
+  // keeps the case non-vacuous while still checking that zero.
+  t.unary("softmax", "Nx1_times_x", {5, 1}, [](const Tensor& x) { return mul(softmax(x), x); });
+  t.unary("softmax", "non_square", {3, 5}, sm);
+  t.unary("softmax", "rank3", {2, 3, 4}, sm);
+  t.unary("softmax", "rank4", {2, 2, 2, 3}, sm);
+  t.add_inputs("softmax", "logits_1e4",
+               {from_vector({1e4, 1e4 - 0.7, -1e4, 1e4 + 0.3,  //
+                             -1e4, -1e4 + 1.2, -1e4 - 0.4, -1e4 + 0.1},
+                            {2, 4})},
+               [](const std::vector<Tensor>& x) { return std::vector<Tensor>{softmax(x[0])}; });
+  t.unary("softmax", "causal_masked", {4, 4}, masked_softmax(causal_mask(4)));
+  const Tensor partial = from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0},
+                                     {3, 4});
+  t.unary("softmax", "fully_masked_row", {3, 4}, masked_softmax(partial));
+}
+
+// Causal self-attention from ops, as in the lesson: Y = softmax(Q K^T / sqrt(d_k) + M) V.
+Tensor attention(const Tensor& X, const Tensor& W_Q, const Tensor& W_K, const Tensor& W_V) {
+  const Tensor Q = matmul(X, W_Q), K = matmul(X, W_K), V = matmul(X, W_V);  // (..., T, d)
+  const int64_t T = X.size(-2);
+  const Tensor S = scale(matmul(Q, K, false, true), 1.0 / std::sqrt(double(W_Q.size(-1))));
+  const Tensor A = softmax(add_mask(S, causal_mask(T, X.dtype())));  // (..., T, T)
+  return matmul(A, V);                                                // (..., T, d_v)
+}
+
+void composed_cases(Table& t) {
+  auto single = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{attention(x[0], x[1], x[2], x[3])};
+  };
+  t.add("attention", "single_head_T4", {{4, 3}, {3, 2}, {3, 2}, {3, 2}}, single);
+  // T = 1: the weights are [[1]], so dY/dW_Q = dY/dW_K = 0 while X and W_V still get gradients.
+  t.add("attention", "single_head_T1", {{1, 3}, {3, 2}, {3, 2}, {3, 2}}, single);
+  // Two heads over (B, T, D) = (2, 3, 4) in the nanoGPT layout, reduced with fixed weights.
+  const Tensor R = weights({2, 3, 4}, 7);
+  t.add("attention", "two_heads_weighted_loss", {{2, 3, 4}, {4, 4}, {4, 4}, {4, 4}},
+        [R](const std::vector<Tensor>& x) {
+          auto heads = [](const Tensor& P) {  // (B, T, d) -> (B, H, T, d_h)
+            return permute(reshape(P, {2, 3, 2, 2}), {0, 2, 1, 3});
+          };
+          const Tensor Q = heads(matmul(x[0], x[1])), K = heads(matmul(x[0], x[2])),
+                       V = heads(matmul(x[0], x[3]));
+          const Tensor S = scale(matmul(Q, K, false, true), 1.0 / std::sqrt(2.0));  // (B,H,T,T)
+          const Tensor A = softmax(add_mask(S, causal_mask(3, x[0].dtype())));
+          const Tensor Y = reshape(permute(matmul(A, V), {0, 2, 1, 3}), {2, 3, 4});  // (B,T,D)
+          return std::vector<Tensor>{sum(mul(Y, as(R, Y)))};
+        });
+  t.add("attention", "lesson_loss_half_sum_of_squares", {{3, 2}, {2, 2}, {2, 2}, {2, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{scale(sum_of_squares(attention(x[0], x[1], x[2], x[3])), 0.5)};
+        });
+}
+
+}  // namespace
+
+std::vector<OpCase> op_cases() {
+  Table t;
+  matmul_cases(t);
+  shape_cases(t);
+  reduction_cases(t);
+  elementwise_cases(t);
+  mask_and_softmax_cases(t);
+  composed_cases(t);
+  return t.take();
+}
+
+}  // namespace tg

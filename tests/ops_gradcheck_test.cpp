@@ -1,0 +1,144 @@
+// The registry drives gradcheck and gradgradcheck of every op case (OpInfo style), and a float32
+// run of every case against its float64 result.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tg {
+// gtest prints the parameter of a failing test with this.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name << " on " << c.shapes(); }
+}  // namespace tg
+
+namespace {
+
+using tg::OpCase;
+
+// The op names of ops/ops.h: every one must have at least one case in the registry.
+const char* const kOpNames[] = {"add",     "add_mask",    "broadcast_to", "matmul",
+                                "mul",     "permute",     "reshape",      "rope",
+                                "scale",   "softmax",     "sub",          "sum",
+                                "sum_of_squares",         "sum_to",       "transpose"};
+
+const std::vector<OpCase>& registry() {
+  static const std::vector<OpCase> cases = tg::op_cases();
+  return cases;
+}
+
+std::string sanitise(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+class OpGradcheck : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(OpGradcheck, MatchesFiniteDifferences) {
+  const OpCase& c = GetParam();
+  SCOPED_TRACE(c.name + " on " + c.shapes());
+  const tg::GradcheckResult r = tg::gradcheck(c.fn, c.inputs, c.options);
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_TRUE(r.deterministic) << r.message;
+  EXPECT_FALSE(r.vacuous) << "the check proves nothing: both Jacobians are zero";
+  EXPECT_GT(r.entries, 0);
+}
+
+TEST_P(OpGradcheck, SecondOrderMatchesFiniteDifferences) {
+  const OpCase& c = GetParam();
+  if (!c.second_order) GTEST_SKIP() << c.name << " is registered as first-order only";
+  SCOPED_TRACE(c.name + " on " + c.shapes());
+  const tg::GradcheckResult r = tg::gradgradcheck(c.fn, c.inputs, c.options);
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_FALSE(r.vacuous) << "the check proves nothing: both Jacobians are zero";
+}
+
+// Forward in float32 agrees with float64 on the same (float32-rounded) inputs, and the backward
+// pass runs in float32 and agrees with float64 too.
+TEST_P(OpGradcheck, RunsInFloat32) {
+  const OpCase& c = GetParam();
+  SCOPED_TRACE(c.name + " on " + c.shapes());
+  std::vector<tg::Tensor> x32, x64;
+  for (const tg::Tensor& x : c.inputs) {
+    x32.push_back(x.to(tg::Dtype::f32).set_requires_grad());
+    x64.push_back(x32.back().to(tg::Dtype::f64).set_requires_grad());
+  }
+  const std::vector<tg::Tensor> y32 = c.fn(x32), y64 = c.fn(x64);
+  ASSERT_EQ(y32.size(), y64.size());
+  std::vector<tg::Tensor> w32, w64;  // fixed random grad_outputs
+  tg::Rng rng(11);
+  for (std::size_t j = 0; j < y32.size(); ++j) {
+    SCOPED_TRACE("output " + std::to_string(j));
+    ASSERT_EQ(y32[j].dtype(), tg::Dtype::f32);
+    ASSERT_EQ(y32[j].shape(), y64[j].shape());
+    const auto a = y32[j].to_vector(), b = y64[j].to_vector();
+    double scale = 1.0;
+    for (double v : b) scale = std::max(scale, std::fabs(v));
+    for (std::size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-5 * scale) << "at " << k;
+    w64.push_back(tg::randn(y64[j].shape(), rng));
+    w32.push_back(w64.back().to(tg::Dtype::f32));
+  }
+  const auto g32 = tg::grad(y32, x32, w32), g64 = tg::grad(y64, x64, w64);
+  for (std::size_t i = 0; i < g32.size(); ++i) {
+    SCOPED_TRACE("gradient of input " + std::to_string(i));
+    ASSERT_EQ(g32[i].dtype(), tg::Dtype::f32);
+    const auto a = g32[i].to_vector(), b = g64[i].to_vector();
+    double scale = 1.0;
+    for (double v : b) scale = std::max(scale, std::fabs(v));
+    for (std::size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-4 * scale) << "at " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, OpGradcheck, ::testing::ValuesIn(registry()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) {
+                           return sanitise(info.param.name);
+                         });
+
+TEST(Registry, CoversEveryOp) {
+  for (const char* op : kOpNames) {
+    SCOPED_TRACE(op);
+    EXPECT_TRUE(std::any_of(registry().begin(), registry().end(),
+                            [&](const OpCase& c) { return c.op == op; }))
+        << "no registry case for op '" << op << "'";
+  }
+}
+
+TEST(Registry, CaseNamesAreUniqueAndNameTheirOp) {
+  std::set<std::string> names;
+  for (const OpCase& c : registry()) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.name.rfind(c.op + "/", 0), 0u) << "a case name starts with its op";
+    EXPECT_TRUE(names.insert(sanitise(c.name)).second) << "duplicate test name";
+  }
+}
+
+TEST(Registry, InputsAreFloat64AndReproducible) {
+  const std::vector<OpCase> again = tg::op_cases();
+  ASSERT_EQ(again.size(), registry().size());
+  for (std::size_t k = 0; k < again.size(); ++k) {
+    SCOPED_TRACE(again[k].name);
+    ASSERT_EQ(again[k].inputs.size(), registry()[k].inputs.size());
+    for (std::size_t i = 0; i < again[k].inputs.size(); ++i) {
+      EXPECT_EQ(again[k].inputs[i].dtype(), tg::Dtype::f64);
+      EXPECT_EQ(again[k].inputs[i].to_vector(), registry()[k].inputs[i].to_vector());
+    }
+  }
+}
+
+TEST(Registry, ShapesListsTheInputShapes) {
+  OpCase c;
+  c.inputs = {tg::zeros({3, 4}), tg::zeros({4}), tg::scalar(1.0)};
+  EXPECT_EQ(c.shapes(), "(3, 4), (4,), ()");
+}
+
+}  // namespace

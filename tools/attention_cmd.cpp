@@ -1,0 +1,2 @@
+#include "tools/commands.h"
+namespace tg { void run_attention(const AttentionArgs&) { throw ValueError("todo"); } }

@@ -1,0 +1,27 @@
+#pragma once
+// The subcommands of the `tapegrad` program; main.cpp parses the flags (CLI11) and calls these.
+
+#include <ostream>
+#include <string>
+
+#include "models/attention.h"
+
+namespace tg {
+
+struct AttentionArgs {
+  std::string in_dir;
+  std::string out_dir;
+  AttentionOptions options;  // heads, window, scale, rope, rope_base
+  Dtype dtype = Dtype::f64;
+};
+
+/// `tapegrad attention`: reads X, W_Q, W_K, W_V (and W_O when present) from in_dir, writes Y, A,
+/// loss and the gradient of every input to out_dir. Throws tg::Error (IoError for files,
+/// ShapeError / ValueError for inputs that do not fit) before writing anything.
+void run_attention(const AttentionArgs& args);
+
+/// `tapegrad check`: gradcheck and gradgradcheck of every registered op and both models, as a
+/// table on `out`. Returns the exit status: 0 when all pass, 1 otherwise.
+int run_check(std::ostream& out);
+
+}  // namespace tg

@@ -1,0 +1,18 @@
+#pragma once
+// Printing helpers shared by the demo's two halves.
+
+#include <ostream>
+#include <string>
+
+#include "autograd/tensor.h"
+
+namespace tg::demo {
+
+void heading(std::ostream& out, const std::string& title);
+/// "name  shape (8, 4)" then the values, indented.
+void show(std::ostream& out, const std::string& name, const Tensor& t, int precision = 4,
+          int64_t max_rows = 8);
+/// " ok " or "FAIL" with the claim, and remembers a failure in `all_ok`.
+void verdict(std::ostream& out, bool ok, const std::string& claim, bool& all_ok);
+
+}  // namespace tg::demo

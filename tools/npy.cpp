@@ -1,0 +1,439 @@
+#include "tools/npy.h"
+
+// The .npy layout (numpy/lib/format.py):
+//   "\x93NUMPY", major, minor, header length (uint16 LE for 1.0; uint32 LE for 2.0 and 3.0),
+//   header: a Python dict literal {'descr': '<f8', 'fortran_order': False, 'shape': (8, 4), }
+//           padded with spaces and ending in '\n' (latin-1 for 1.0 and 2.0, utf-8 for 3.0),
+//   data:   exactly prod(shape) * itemsize bytes, nothing after them.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace tg {
+
+static_assert(
+    std::endian::native == std::endian::little,
+    "tools/npy.cpp copies '<f4' / '<f8' data as raw bytes: it needs a little-endian host");
+
+namespace {
+
+constexpr std::string_view kMagic("\x93NUMPY", 6);
+constexpr std::size_t kAlign = 64;  // numpy starts the data at a multiple of 64 bytes
+constexpr int kMaxDepth = 8;        // nesting of tuples and lists in the header dict
+
+[[noreturn]] void fail(const std::string& name, const std::string& problem) {
+  throw IoError(name + ": " + problem);
+}
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+// Text from the file, made safe for a one-line message: control and non-ASCII bytes as \xNN,
+// long text cut short.
+std::string printable(std::string_view s) {
+  constexpr std::size_t kMaxShown = 60;
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (s.size() > kMaxShown) out += "...";
+  return out;
+}
+
+// One value of the header, in the subset of Python literal syntax that numpy writes.
+struct Literal {
+  enum class Kind { kString, kInt, kNumber, kName, kTuple, kList };
+  Kind kind = Kind::kName;
+  std::string_view source;     // as spelled in the header, for messages
+  std::string_view text;       // kString: the contents; kName: True, False or None
+  int64_t integer = 0;         // kInt
+  bool out_of_range = false;   // kInt that does not fit int64
+  std::vector<Literal> items;  // kTuple, kList
+};
+
+using Entries = std::vector<std::pair<std::string_view, Literal>>;
+
+// A strict recursive-descent parser of one dict literal; depth is bounded, so no input can
+// overflow the stack.
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& name) : text_(text), name_(name) {}
+
+  /// The dict's entries in order; throws IoError when the text is not exactly one dict literal.
+  Entries dict() {
+    Entries entries;
+    skip_space();
+    if (peek() != '{') malformed("expected '{'");
+    ++pos_;
+    skip_space();
+    while (peek() != '}') {
+      Literal key = value(1);
+      if (key.kind != Literal::Kind::kString) malformed("a key is not a string");
+      skip_space();
+      if (peek() != ':') malformed("expected ':'");
+      ++pos_;
+      entries.emplace_back(key.text, value(1));
+      separator('}');
+    }
+    ++pos_;
+    skip_space();
+    if (pos_ != text_.size()) malformed("unexpected text after the dict");
+    return entries;
+  }
+
+ private:
+  int peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
+
+  void skip_space() {
+    while (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r') ++pos_;
+  }
+
+  [[noreturn]] void malformed(const std::string& what) const {
+    const std::string where =
+        pos_ < text_.size() ? "at header byte " + std::to_string(pos_) : "at the end of the header";
+    fail(name_, "malformed header: " + what + " " + where);
+  }
+
+  // After an item: ',' (maybe trailing) or the closing bracket. True when a comma was read.
+  bool separator(char close) {
+    skip_space();
+    if (peek() == ',') {
+      ++pos_;
+      skip_space();
+      return true;
+    }
+    if (peek() != close) malformed(std::string("expected ',' or '") + close + "'");
+    return false;
+  }
+
+  Literal value(int depth) {
+    skip_space();
+    const std::size_t start = pos_;
+    const int c = peek();
+    Literal v;
+    if (c == '\'' || c == '"') {
+      v = string();
+    } else if (c == '(' || c == '[') {
+      v = sequence(depth);
+    } else if (std::isdigit(c) || c == '-' || c == '+' || c == '.') {
+      v = number();
+    } else if (std::isalpha(c) || c == '_') {
+      v = name();
+    } else {
+      malformed(c < 0 ? "a value is missing"
+                      : "unexpected '" + printable(text_.substr(pos_, 1)) + "'");
+    }
+    v.source = text_.substr(start, pos_ - start);
+    return v;
+  }
+
+  Literal string() {
+    const char quote = text_[pos_++];
+    const std::size_t start = pos_;
+    for (; peek() != quote; ++pos_) {
+      if (peek() < 0 || peek() == '\n') malformed("unterminated string");
+      if (peek() == '\\') malformed("escape sequences in strings are not supported");
+    }
+    Literal v;
+    v.kind = Literal::Kind::kString;
+    v.text = text_.substr(start, pos_ - start);
+    ++pos_;
+    return v;
+  }
+
+  // (a, b), (a,), () and [a, b]; like Python, (a) is just a.
+  Literal sequence(int depth) {
+    if (depth > kMaxDepth) malformed("nesting deeper than " + std::to_string(kMaxDepth));
+    const char close = peek() == '(' ? ')' : ']';
+    Literal v;
+    v.kind = close == ')' ? Literal::Kind::kTuple : Literal::Kind::kList;
+    ++pos_;
+    skip_space();
+    bool trailing_comma = false;
+    while (peek() != close) {
+      v.items.push_back(value(depth + 1));
+      trailing_comma = separator(close);
+    }
+    ++pos_;
+    if (v.kind == Literal::Kind::kTuple && v.items.size() == 1 && !trailing_comma)
+      return std::move(v.items[0]);
+    return v;
+  }
+
+  // An integer, or any other number-like token (2.5, 1e3, 0x10), which shapes reject.
+  Literal number() {
+    const std::size_t start = pos_;
+    while (std::isalnum(peek()) || peek() == '.' || peek() == '_' || peek() == '+' || peek() == '-')
+      ++pos_;
+    const std::string_view token = text_.substr(start, pos_ - start);
+    Literal v;
+    v.kind = Literal::Kind::kNumber;
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v.integer);
+    if (end == token.data() + token.size() && ec != std::errc::invalid_argument) {
+      v.kind = Literal::Kind::kInt;
+      v.out_of_range = ec == std::errc::result_out_of_range;
+    }
+    return v;
+  }
+
+  Literal name() {
+    const std::size_t start = pos_;
+    while (std::isalnum(peek()) || peek() == '_') ++pos_;
+    Literal v;
+    v.text = text_.substr(start, pos_ - start);
+    if (v.text != "True" && v.text != "False" && v.text != "None") {
+      pos_ = start;
+      malformed("unknown name '" + printable(v.text) + "'");
+    }
+    return v;
+  }
+
+  std::string_view text_;
+  const std::string& name_;
+  std::size_t pos_ = 0;
+};
+
+struct NpyHeader {
+  Dtype dtype = Dtype::f64;
+  Shape shape;
+};
+
+Dtype parse_descr(const Literal& descr, const std::string& name) {
+  if (descr.kind == Literal::Kind::kList)
+    fail(name, "unsupported structured dtype " + printable(descr.source) +
+                   "; only '<f4' and '<f8' are supported");
+  if (descr.kind != Literal::Kind::kString)
+    fail(name, "'descr' is " + printable(descr.source) + ", not a dtype string");
+  if (descr.text == "<f4") return Dtype::f32;
+  if (descr.text == "<f8") return Dtype::f64;
+  const std::string big_endian = descr.text.starts_with('>') ? " (big-endian)" : "";
+  fail(name, "unsupported dtype '" + printable(descr.text) + "'" + big_endian +
+                 "; only '<f4' and '<f8' are supported");
+}
+
+Shape parse_shape(const Literal& shape, const std::string& name) {
+  const std::string shown = printable(shape.source);
+  if (shape.kind != Literal::Kind::kTuple) fail(name, "'shape' is " + shown + ", not a tuple");
+  if (shape.items.size() > static_cast<std::size_t>(kMaxRank))
+    fail(name, "shape " + shown + " has rank " + std::to_string(shape.items.size()) + "; at most " +
+                   std::to_string(kMaxRank) + " is supported");
+  std::vector<int64_t> dims;
+  for (const Literal& d : shape.items) {
+    if (d.kind != Literal::Kind::kInt)
+      fail(name, "shape " + shown + " has a non-integer dimension " + printable(d.source));
+    if (d.out_of_range)
+      fail(name, "shape " + shown + " has a dimension beyond 64 bits: " + printable(d.source));
+    if (d.integer < 0)
+      fail(name, "shape " + shown + " has a negative dimension " + std::to_string(d.integer));
+    dims.push_back(d.integer);
+  }
+  return Shape(dims);
+}
+
+NpyHeader parse_header(std::string_view text, const std::string& name) {
+  if (text.empty() || text.back() != '\n') fail(name, "the header does not end with a newline");
+  const Entries entries = HeaderParser(text, name).dict();
+  const Literal* descr = nullptr;
+  const Literal* fortran_order = nullptr;
+  const Literal* shape = nullptr;
+  for (const auto& [key, value] : entries) {
+    const Literal** slot = key == "descr"           ? &descr
+                           : key == "fortran_order" ? &fortran_order
+                           : key == "shape"         ? &shape
+                                                    : nullptr;
+    if (!slot)
+      fail(name, "unexpected key '" + printable(key) +
+                     "' in the header (expected 'descr', 'fortran_order' and 'shape')");
+    if (*slot) fail(name, "duplicate key '" + std::string(key) + "' in the header");
+    *slot = &value;
+  }
+  for (const auto& [key, slot] :
+       {std::pair{"descr", descr}, std::pair{"fortran_order", fortran_order},
+        std::pair{"shape", shape}})
+    if (!slot) fail(name, std::string("the header has no '") + key + "' key");
+
+  NpyHeader h;
+  h.dtype = parse_descr(*descr, name);
+  if (fortran_order->kind != Literal::Kind::kName || fortran_order->text == "None")
+    fail(name, "'fortran_order' is " + printable(fortran_order->source) + ", not True or False");
+  if (fortran_order->text == "True")
+    fail(name,
+         "Fortran-order arrays are not supported; save a C-order array "
+         "(np.ascontiguousarray)");
+  h.shape = parse_shape(*shape, name);
+  return h;
+}
+
+// numpy's rule: the product of the nonzero dimensions times the item size must fit, even when
+// another dimension is 0 and the array holds no data.
+int64_t data_bytes(const NpyHeader& h, const std::string& name) {
+  int64_t bytes = static_cast<int64_t>(dtype_size(h.dtype));
+  bool empty = false;
+  for (int i = 0; i < h.shape.rank(); ++i) {
+    if (h.shape[i] == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(bytes, h.shape[i], &bytes)) {
+      fail(name, "shape " + h.shape.str() + " " + dtype_name(h.dtype) +
+                     " is too large: its size in bytes overflows 64 bits");
+    }
+  }
+  return empty ? 0 : bytes;
+}
+
+std::string read_file(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) fail(path, "cannot open: " + errno_text(errno));
+  std::string bytes;
+  char buffer[1 << 16];
+  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, f.get()))
+    bytes.append(buffer, n);
+  if (std::ferror(f.get())) fail(path, "cannot read: " + errno_text(errno));
+  return bytes;
+}
+
+// Magic, version, header length, then the dict padded with spaces and ended by '\n' so that
+// the data starts at a multiple of 64 bytes, as numpy does. Version 2.0 only when the header
+// would not fit a 16-bit length (it always fits for rank <= 4).
+std::string npy_preamble(const Tensor& t) {
+  const std::string dict = std::string("{'descr': '") + (t.dtype() == Dtype::f32 ? "<f4" : "<f8") +
+                           "', 'fortran_order': False, 'shape': " + t.shape().str() + ", }";
+  const auto padded = [&](std::size_t prefix) {
+    return (prefix + dict.size() + 1 + kAlign - 1) / kAlign * kAlign;
+  };
+  std::size_t length_bytes = 2;
+  if (padded(kMagic.size() + 2 + length_bytes) - (kMagic.size() + 2 + length_bytes) > 0xFFFF)
+    length_bytes = 4;
+  const std::size_t prefix = kMagic.size() + 2 + length_bytes;
+  const std::size_t total = padded(prefix);
+  const std::size_t header_len = total - prefix;
+
+  std::string out(kMagic);
+  out += static_cast<char>(length_bytes == 2 ? 1 : 2);
+  out += '\0';
+  for (std::size_t i = 0; i < length_bytes; ++i)
+    out += static_cast<char>((header_len >> (8 * i)) & 0xFF);
+  out += dict;
+  out.append(total - out.size() - 1, ' ');
+  out += '\n';
+  return out;
+}
+
+// A temporary file beside `target`, renamed over it by commit(); removed if never committed.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) : target_(target) {
+    static std::atomic<unsigned> counter{0};
+    for (int attempt = 0; fd_ < 0; ++attempt) {
+      path_ = target + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+      // open() applies the umask, so the file gets the permissions any new file would get.
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && (errno != EEXIST || attempt == 100))
+        fail(target_, "cannot write: " + errno_text(errno));
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, std::size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(target_, "cannot write: " + errno_text(errno));
+      p += n;
+      size -= static_cast<std::size_t>(n);
+    }
+  }
+
+  // fsync first: after a crash the target holds the old file or the whole new one.
+  void commit() {
+    if (::fsync(fd_) != 0) fail(target_, "cannot write: " + errno_text(errno));
+    const int closed = ::close(fd_);
+    fd_ = -1;
+    if (closed != 0) fail(target_, "cannot write: " + errno_text(errno));
+    if (std::rename(path_.c_str(), target_.c_str()) != 0)
+      fail(target_, "cannot replace the file: " + errno_text(errno));
+    committed_ = true;
+  }
+
+ private:
+  std::string target_;
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+Tensor read_npy_bytes(const std::string& bytes, const std::string& name) {
+  const std::string_view b(bytes);
+  if (b.empty()) fail(name, "the file is empty, not a .npy file");
+  if (b.substr(0, kMagic.size()) != kMagic)
+    fail(name, "not a .npy file (bad magic: it does not start with \\x93NUMPY)");
+  if (b.size() < kMagic.size() + 2) fail(name, "the file ends inside the .npy preamble");
+  const int major = static_cast<unsigned char>(b[6]);
+  const int minor = static_cast<unsigned char>(b[7]);
+  if (major < 1 || major > 3 || minor != 0)
+    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
+                   std::to_string(minor) + " (1.0, 2.0 and 3.0 are supported)");
+
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  const std::size_t header_start = kMagic.size() + 2 + length_bytes;
+  if (b.size() < header_start) fail(name, "the file ends inside the .npy preamble");
+  std::size_t header_len = 0;
+  for (std::size_t i = length_bytes; i-- > 0;)
+    header_len = header_len << 8 | static_cast<unsigned char>(b[kMagic.size() + 2 + i]);
+  if (header_len > b.size() - header_start)
+    fail(name, "header length " + std::to_string(header_len) + " goes past the end of the file (" +
+                   std::to_string(b.size()) + " bytes)");
+
+  const NpyHeader h = parse_header(b.substr(header_start, header_len), name);
+  const std::string_view data = b.substr(header_start + header_len);
+  // Compare with what the file holds before allocating anything: a lying header costs nothing.
+  const auto needed = static_cast<std::size_t>(data_bytes(h, name));
+  if (data.size() != needed) {
+    const std::string what = "data has " + std::to_string(data.size()) + " bytes, shape " +
+                             h.shape.str() + " " + dtype_name(h.dtype) + " needs " +
+                             std::to_string(needed);
+    fail(name, data.size() < needed ? what : what + " (trailing bytes after the data)");
+  }
+  Tensor t(h.shape, h.dtype);
+  if (needed > 0) std::memcpy(t.impl().storage->data(), data.data(), needed);
+  return t;
+}
+
+Tensor read_npy(const std::string& path) { return read_npy_bytes(read_file(path), path); }
+
+void write_npy(const std::string& path, const Tensor& t) {
+  const std::string preamble = npy_preamble(t);
+  TempFile file(path);
+  file.write(preamble.data(), preamble.size());
+  file.write(t.impl().storage->data(), static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+  file.commit();
+}
+
+}  // namespace tg

@@ -1,0 +1,23 @@
+#pragma once
+// .npy files (numpy's own format): format versions 1.0 to 3.0, little-endian float32 ('<f4') or
+// float64 ('<f8'), C order, rank 0 to 4. Anything else is rejected with a tg::IoError whose
+// one-line message names the file and the problem, e.g.
+//   X.npy: data has 96 bytes, shape (8, 4) float64 needs 256
+
+#include <string>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+/// Reads a .npy file into a new leaf tensor; throws IoError (unreadable or malformed file).
+Tensor read_npy(const std::string& path);
+
+/// Parses the bytes of a .npy file; `name` labels error messages; throws IoError when malformed.
+Tensor read_npy_bytes(const std::string& bytes, const std::string& name);
+
+/// Writes `t` as a version 1.0 .npy file via a temporary file and a rename, so a failure never
+/// leaves a partial file; throws IoError naming `path` (ValueError for an undefined tensor).
+void write_npy(const std::string& path, const Tensor& t);
+
+}  // namespace tg
