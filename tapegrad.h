@@ -11,3 +11,4 @@
 #include "ops/ops.h"
 #include "models/attention.h"
 #include "models/checker.h"
+#include "tools/npy.h"

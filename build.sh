@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a running tapegrad:
+#   ./build.sh demo   install what is missing, build (Release), run `tapegrad demo`
+#   ./build.sh test   install what is missing, build (Release), run every test
+#   ./build.sh asan   the same tests built with AddressSanitizer + UBSan
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mode="${1:-demo}"
+case "$mode" in
+  demo | test) preset=release ;;
+  asan) preset=asan ;;
+  *) echo "usage: ./build.sh [demo|test|asan]" >&2; exit 2 ;;
+esac
+
+# Debian packages the build and the tests need; only the missing ones are installed.
+packages=(cmake ninja-build g++ libeigen3-dev libcli11-dev libgtest-dev libbenchmark-dev
+          python3 python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "build.sh: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
+
+if [ "$mode" = demo ]; then
+  exec ./build/release/tools/tapegrad demo
+fi
+ctest --preset "$preset" -j 2
