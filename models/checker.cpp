@@ -171,8 +171,11 @@ InvariantResult check_causality(const AttentionFn& f, const Tensor& X,
 
 InvariantResult check_gradient(const AttentionFn& f, const Tensor& X,
                                const std::vector<Tensor>& params, std::size_t which,
-                               const GradcheckOptions& go) {
-  const std::string name = which == 0 ? "X" : "parameter " + std::to_string(which - 1);
+                               const CheckerOptions& co) {
+  const GradcheckOptions& go = co.gradcheck;
+  const std::string name = which == 0                                ? "X"
+                           : which <= co.parameter_names.size() ? co.parameter_names[which - 1]
+                                                                : "parameter " + std::to_string(which - 1);
   InvariantResult r{"gradcheck of dY/d" + name, true, 0, ""};
   std::vector<Tensor> all{X};
   all.insert(all.end(), params.begin(), params.end());
@@ -224,7 +227,7 @@ InvariantReport check_attention(const AttentionFn& f, const Tensor& X,
   report.results.push_back(check_causality(f, X, params, o.window));
   if (o.check_gradients)
     for (std::size_t k = 0; k <= params.size(); ++k)
-      report.results.push_back(check_gradient(f, X, params, k, o.gradcheck));
+      report.results.push_back(check_gradient(f, X, params, k, o));
   return report;
 }
 

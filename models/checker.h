@@ -42,6 +42,7 @@ struct CheckerOptions {
   int64_t window = 0;           // the window the variant claims (0: plain causal)
   bool check_gradients = true;  // gradcheck every parameter (the slowest part)
   GradcheckOptions gradcheck;   // tolerances of item 6
+  std::vector<std::string> parameter_names;  // for the report: {"W_Q", ...}; else "parameter k"
 };
 
 /// Runs every invariant on f at (X, params); a failing invariant is reported, never thrown.

@@ -78,7 +78,9 @@ int run_demo(std::ostream& out) {
   const AttentionFn fn = [](const Tensor& x, const std::vector<Tensor>& p) {
     return single_head_attention(x, p[0], p[1], p[2]);
   };
-  const InvariantReport report = check_attention(fn, X, {W_Q, W_K, W_V});
+  CheckerOptions names;
+  names.parameter_names = {"W_Q", "W_K", "W_V"};
+  const InvariantReport report = check_attention(fn, X, {W_Q, W_K, W_V}, names);
   out << report.str();
   verdict(out, report.passed(), "all invariants hold", ok);
 

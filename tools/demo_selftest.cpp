@@ -172,7 +172,9 @@ void multi_head(std::ostream& out, bool& ok) {
   const AttentionFn fn = [o](const Tensor& x, const std::vector<Tensor>& p) {
     return multi_head_attention(x, p[0], p[1], p[2], p[3], o);
   };
-  const InvariantReport r = check_attention(fn, X, layer.parameters());
+  CheckerOptions names;
+  names.parameter_names = {"W_Q", "W_K", "W_V", "W_O"};
+  const InvariantReport r = check_attention(fn, X, layer.parameters(), names);
   out << r.str();
   verdict(out, r.passed(), "every invariant holds for the multi-head model too", ok);
 }
