@@ -177,12 +177,11 @@ TEST(Npy, RoundTripKeepsSpecialValuesBitExact) {
 TEST(Npy, WritesTheHeaderNumpyWrites) {
   TempDir dir;
   write_npy(dir.file("h.npy"), zeros({2, 3}, Dtype::f32));
-  const std::string bytes = slurp(dir.file("h.npy"));
   const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-  EXPECT_EQ(bytes.substr(10, dict.size()), dict);
-  EXPECT_EQ(bytes.size(), 64u + 6 * 4);
-  EXPECT_EQ(bytes.substr(10 + dict.size(), 64 - 11 - dict.size()),
-            std::string(64 - 11 - dict.size(), ' '));
+  const std::string padding(128 - 10 - dict.size() - 1, ' ');  // 10 + 60 + 1 rounds up to 128
+  const std::string expected =
+      preamble(1, 0, 118, 2) + dict + padding + "\n" + std::string(6 * 4, '\0');
+  EXPECT_EQ(slurp(dir.file("h.npy")), expected);
 }
 
 TEST(Npy, OverwritesAnExistingFile) {
@@ -539,9 +538,10 @@ TEST(NpyNumpy, NumpyReadsFilesWeWrote) {
   };
   for (const auto& [name, t] : tensors) write_npy(dir.file(name + ".npy"), t);
 
-  // One line per file: name, dtype, shape, format version, then every value in hex (exact).
+  // One line per file: name, dtype, shape, format version, whether np.save writes the very same
+  // bytes, then every value in hex (exact).
   const std::string script = R"(
-import os, sys
+import io, os, sys
 import numpy as np
 d = sys.argv[1]
 with open(os.path.join(d, 'seen.txt'), 'w') as out:
@@ -551,8 +551,12 @@ with open(os.path.join(d, 'seen.txt'), 'w') as out:
             version = np.lib.format.read_magic(f)
         a = np.load(path, allow_pickle=False)
         assert a.flags.c_contiguous
+        mine = open(path, 'rb').read()
+        theirs = io.BytesIO()
+        np.save(theirs, a)
+        same = 'same' if mine == theirs.getvalue() else 'differs'
         values = ' '.join(float(x).hex() for x in a.ravel().tolist())
-        print(name, a.dtype.str, str(a.shape).replace(' ', ''), '%d.%d' % version, values,
+        print(name, a.dtype.str, str(a.shape).replace(' ', ''), '%d.%d' % version, same, values,
               file=out)
 )";
   std::string log;
@@ -561,16 +565,17 @@ with open(os.path.join(d, 'seen.txt'), 'w') as out:
   std::istringstream seen(slurp(dir.file("seen.txt")));
   for (const auto& [name, t] : tensors) {
     SCOPED_TRACE(name);
-    std::string line, file, descr, shape, version, word;
+    std::string line, file, descr, shape, version, same, word;
     ASSERT_TRUE(std::getline(seen, line));
     std::istringstream in(line);
-    in >> file >> descr >> shape >> version;
+    in >> file >> descr >> shape >> version >> same;
     EXPECT_EQ(file, name);
     EXPECT_EQ(descr, t.dtype() == Dtype::f32 ? "<f4" : "<f8");
     std::string expected_shape = t.shape().str();
     std::erase(expected_shape, ' ');
     EXPECT_EQ(shape, expected_shape);
     EXPECT_EQ(version, "1.0");
+    EXPECT_EQ(same, "same");
     std::vector<double> values;
     while (in >> word) values.push_back(std::strtod(word.c_str(), nullptr));
     EXPECT_EQ(values, t.to_vector());

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <bit>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -34,6 +33,10 @@ namespace {
 constexpr std::string_view kMagic("\x93NUMPY", 6);
 constexpr std::size_t kAlign = 64;  // numpy starts the data at a multiple of 64 bytes
 constexpr int kMaxDepth = 8;        // nesting of tuples and lists in the header dict
+
+// ASCII classes; <cctype>'s depend on the C locale.
+bool is_digit(int c) { return c >= '0' && c <= '9'; }
+bool is_letter(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
 [[noreturn]] void fail(const std::string& name, const std::string& problem) {
   throw IoError(name + ": " + problem);
@@ -135,9 +138,9 @@ class HeaderParser {
       v = string();
     } else if (c == '(' || c == '[') {
       v = sequence(depth);
-    } else if (std::isdigit(c) || c == '-' || c == '+' || c == '.') {
+    } else if (is_digit(c) || c == '-' || c == '+' || c == '.') {
       v = number();
-    } else if (std::isalpha(c) || c == '_') {
+    } else if (is_letter(c)) {
       v = name();
     } else {
       malformed(c < 0 ? "a value is missing"
@@ -183,7 +186,7 @@ class HeaderParser {
   // An integer, or any other number-like token (2.5, 1e3, 0x10), which shapes reject.
   Literal number() {
     const std::size_t start = pos_;
-    while (std::isalnum(peek()) || peek() == '.' || peek() == '_' || peek() == '+' || peek() == '-')
+    while (is_letter(peek()) || is_digit(peek()) || peek() == '.' || peek() == '+' || peek() == '-')
       ++pos_;
     const std::string_view token = text_.substr(start, pos_ - start);
     Literal v;
@@ -198,7 +201,7 @@ class HeaderParser {
 
   Literal name() {
     const std::size_t start = pos_;
-    while (std::isalnum(peek()) || peek() == '_') ++pos_;
+    while (is_letter(peek()) || is_digit(peek())) ++pos_;
     Literal v;
     v.text = text_.substr(start, pos_ - start);
     if (v.text != "True" && v.text != "False" && v.text != "None") {
@@ -301,7 +304,10 @@ int64_t data_bytes(const NpyHeader& h, const std::string& name) {
 }
 
 std::string read_file(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  const std::unique_ptr<std::FILE, Close> f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(path, "cannot open: " + errno_text(errno));
   std::string bytes;
   char buffer[1 << 16];
