@@ -51,11 +51,15 @@ void check_shapes(const char* model, const Tensor& X, const Tensor& W_Q, const T
          " must be even");
 }
 
-// S = Q K^T (/ sqrt(d)) + M;  A = softmax(S): shared by both models, over (.., T, d) heads.
-Tensor attention_weights(const Tensor& Q, const Tensor& K, int64_t T, const AttentionOptions& o) {
-  Tensor S = matmul(Q, K, false, true);                          // (.., T, T)
-  if (o.scale) S = scale(S, 1.0 / std::sqrt(static_cast<double>(Q.size(-1))));
-  return softmax(add_mask(S, causal_mask(T, Q.dtype(), o.window)));  // (.., T, T)
+// S = Q K^T (/ sqrt(d)) + M;  A = softmax(S);  returns A V, and A in `weights` when the options
+// ask for it (else the fused op, which never forms A). Shared by both models.
+Tensor attend(const Tensor& Q, const Tensor& K, const Tensor& V, const AttentionOptions& o,
+              Tensor& weights) {
+  const double sc = o.scale ? 1.0 / std::sqrt(static_cast<double>(Q.size(-1))) : 1.0;
+  if (!o.need_weights) return causal_attention(Q, K, V, sc, o.window);  // (.., T, d_v)
+  const Tensor S = scale(matmul(Q, K, false, true), sc);                  // (.., T, T)
+  weights = softmax(add_mask(S, causal_mask(Q.size(-2), Q.dtype(), o.window)));  // (.., T, T)
+  return matmul(weights, V);                                              // (.., T, d_v)
 }
 
 }  // namespace
@@ -65,15 +69,13 @@ AttentionOutput single_head_attention(const Tensor& X, const Tensor& W_Q, const 
                                       const AttentionOptions& o) {
   check_options(o, "single_head_attention");
   check_shapes("single_head_attention", X, W_Q, W_K, W_V, W_O, 1, o.rope);
-  const int64_t T = X.size(-2);
   AttentionOutput out;
   out.Q = matmul(X, W_Q);  // (.., T, d_k)
   out.K = matmul(X, W_K);  // (.., T, d_k)
   out.V = matmul(X, W_V);  // (.., T, d_v)
   const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
   const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
-  out.A = attention_weights(Q, K, T, o);  // (.., T, T)
-  out.Y = matmul(out.A, out.V);           // (.., T, d_v)
+  out.Y = attend(Q, K, out.V, o, out.A);  // (.., T, d_v)
   if (W_O.defined()) out.Y = matmul(out.Y, W_O);
   out.W_O = W_O;
   return out;
@@ -98,13 +100,13 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
   out.V = split_heads(matmul(X3, W_V), d_v);  // (B, H, T, d_vh)
   const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
   const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
-  out.A = attention_weights(Q, K, T, o);                                        // (B, H, T, T)
-  Tensor Y = reshape(permute(matmul(out.A, out.V), {0, 2, 1, 3}), {B, T, d_v});  // (B, T, d_v)
+  const Tensor O = attend(Q, K, out.V, o, out.A);                    // (B, H, T, d_vh)
+  Tensor Y = reshape(permute(O, {0, 2, 1, 3}), {B, T, d_v});         // (B, T, d_v)
   if (W_O.defined()) Y = matmul(Y, W_O);                                         // (B, T, d_v)
   out.W_O = W_O;
   if (!batched) {
     Y = reshape(Y, {T, d_v});
-    out.A = reshape(out.A, {H, T, T});
+    if (out.A.defined()) out.A = reshape(out.A, {H, T, T});
     out.Q = reshape(out.Q, {H, T, d_k / H});
     out.K = reshape(out.K, {H, T, d_k / H});
     out.V = reshape(out.V, {H, T, d_v / H});

@@ -24,6 +24,9 @@ struct AttentionOptions {
   bool scale = true;   // false drops 1/sqrt(d), the lesson's exercise (d)
   bool rope = false;
   double rope_base = 10000.0;
+  /// true: the composed ops, with the weights A on the tape and returned (as in the lesson).
+  /// false: the fused causal_attention op, O(T d) memory and faster; A is left undefined.
+  bool need_weights = true;
 };
 
 /// What an attention function computed, for the caller and the invariant checker. Q, K, V are
@@ -31,7 +34,7 @@ struct AttentionOptions {
 /// A is (T, T) or (B, T, T) for one head, (H, T, T) or (B, H, T, T) for several.
 struct AttentionOutput {
   Tensor Y;    // (T, d_v) or (B, T, d_v)
-  Tensor A;    // the attention weights
+  Tensor A;    // the attention weights (undefined when options.need_weights is false)
   Tensor Q, K, V;
   Tensor W_O;  // the output projection used, undefined when none
 };

@@ -5,6 +5,7 @@
 #include "ops/add.h"
 #include "ops/add_mask.h"
 #include "ops/broadcast_to.h"
+#include "ops/causal_attention.h"
 #include "ops/matmul.h"
 #include "ops/mul.h"
 #include "ops/permute.h"
