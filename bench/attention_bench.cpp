@@ -1,0 +1,90 @@
+// Attention forward and forward+backward at the sizes people run, in float and double, next to
+// the hand-written baseline. H = 1 is the single-head model. Threads: OMP_NUM_THREADS (OpenMP's
+// default is every core); compare_pytorch.py sets it.
+
+#include <benchmark/benchmark.h>
+
+#include "autograd/grad_mode.h"
+#include "bench/baseline.h"
+#include "bench/flops.h"
+#include "models/attention.h"
+
+namespace {
+
+using tg::bench::attention_fwd_flops;
+using tg::bench::attention_fwdbwd_flops;
+
+struct Case {
+  int64_t B, T, D, H;
+};
+
+Case read_case(const benchmark::State& st) {
+  return {st.range(0), st.range(1), st.range(2), st.range(3)};
+}
+
+template <class T>
+tg::CausalSelfAttention make_layer(const Case& c, tg::Rng& rng) {
+  tg::AttentionOptions o;
+  o.heads = c.H;
+  o.need_weights = false;  // the fused op: what a user who wants speed runs
+  return tg::CausalSelfAttention(c.D, c.D, c.D, o, /*output_proj=*/true, rng, tg::dtype_of<T>(),
+                                 1.0 / std::sqrt(double(c.D)));
+}
+
+void set_flops(benchmark::State& st, double flops) {
+  st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <class T>
+void BM_Attention_Fwd(benchmark::State& st) {
+  const Case c = read_case(st);
+  tg::Rng rng(0);
+  const tg::CausalSelfAttention layer = make_layer<T>(c, rng);
+  const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
+  tg::NoGradGuard no_grad;
+  for (auto _ : st) {
+    const tg::Tensor Y = layer.forward(X).Y;
+    benchmark::DoNotOptimize(Y.data<T>());
+  }
+  set_flops(st, attention_fwd_flops(c.B, c.T, c.D));
+}
+
+template <class T>
+void BM_Attention_FwdBwd(benchmark::State& st) {
+  const Case c = read_case(st);
+  tg::Rng rng(0);
+  const tg::CausalSelfAttention layer = make_layer<T>(c, rng);
+  const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
+  const auto params = layer.parameters();
+  for (auto _ : st) {
+    for (const tg::Tensor& p : params) p.zero_grad();
+    const tg::Tensor L = tg::attention_loss(layer.forward(X).Y);
+    L.backward();
+    benchmark::DoNotOptimize(params[0].grad().data<T>());
+  }
+  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+}
+
+template <class T>
+void BM_AttentionBaseline_FwdBwd(benchmark::State& st) {
+  const Case c = read_case(st);
+  tg::bench::AttentionBaseline<T> baseline(c.B, c.T, c.D, c.H, 0);
+  for (auto _ : st) benchmark::DoNotOptimize(baseline.run());
+  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (const auto& a : std::vector<std::vector<int64_t>>{
+           {1, 8, 4, 1}, {1, 64, 64, 4}, {1, 256, 256, 4}, {1, 1024, 512, 8}, {4, 512, 256, 8}})
+    b->Args(a);
+  b->ArgNames({"B", "T", "D", "H"})->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+BENCHMARK_TEMPLATE(BM_Attention_Fwd, float)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_Attention_Fwd, double)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, float)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, double)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_AttentionBaseline_FwdBwd, float)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_AttentionBaseline_FwdBwd, double)->Apply(sizes);
