@@ -68,6 +68,9 @@ AttentionOutput single_head_attention(const Tensor& X, const Tensor& W_Q, const 
                                       const Tensor& W_V, const Tensor& W_O,
                                       const AttentionOptions& o) {
   check_options(o, "single_head_attention");
+  if (o.heads != 1)
+    throw ValueError("single_head_attention: options.heads must be 1, got " +
+                     std::to_string(o.heads) + " (use multi_head_attention)");
   check_shapes("single_head_attention", X, W_Q, W_K, W_V, W_O, 1, o.rope);
   AttentionOutput out;
   out.Q = matmul(X, W_Q);  // (.., T, d_k)
@@ -129,6 +132,9 @@ CausalSelfAttention::CausalSelfAttention(int64_t D, int64_t d_k, int64_t d_v,
     throw ValueError("CausalSelfAttention: " + std::to_string(options.heads) +
                      " heads must divide d_k = " + std::to_string(d_k) + " and d_v = " +
                      std::to_string(d_v));
+  if (options.rope && (d_k / options.heads) % 2 != 0)
+    throw ValueError("CausalSelfAttention: RoPE rotates pairs, so the head size d_k/H = " +
+                     std::to_string(d_k / options.heads) + " must be even");
   W_Q = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
   W_K = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
   W_V = randn({D, d_v}, rng, dtype, init_std).set_requires_grad();

@@ -35,8 +35,8 @@ InvariantResult check_shapes(const AttentionOutput& o, const Tensor& X) {
     need(o.Q.size(-2) == T && o.V.size(-2) == T, "Q, K, V need T rows");
     need(o.A.size(-1) == T && o.A.size(-2) == T, "A must be (.., T, T)");
     need(o.Y.size(-2) == T, "Y needs T rows");
-    need(X.rank() == 2 || (o.Y.rank() == 3 && o.Y.size(0) == X.size(0)),
-         "Y must keep X's batch axis");
+    need(o.Y.rank() == X.rank() && (X.rank() == 2 || o.Y.size(0) == X.size(0)),
+         "Y must have X's rank and batch axis");
     need(o.A.numel() / (T * T) == o.V.numel() / (T * o.V.size(-1)),
          "A and V must have the same batch and head axes");
   }
@@ -189,11 +189,11 @@ InvariantResult check_gradient(const AttentionFn& f, const Tensor& X,
   GradcheckOptions o = go;
   o.warn_vacuous = false;
   const GradcheckResult res = gradcheck(g, {all[which]}, o);
-  r.passed = res.passed && !res.vacuous;
+  r.passed = res.passed;  // a zero Jacobian can be right (T = 1 makes Y independent of W_Q)
   r.value = res.max_abs_error;
   r.detail = "max abs error " + fmt(res.max_abs_error) + ", max rel error " +
              fmt(res.max_rel_error) + " over " + std::to_string(res.entries) + " entries" +
-             (res.passed ? "" : "; " + res.message) + (res.vacuous ? "; Jacobian is all zero" : "");
+             (res.passed ? "" : "; " + res.message) + (res.vacuous ? "; the Jacobian is all zero, so this check proves nothing here" : "");
   return r;
 }
 

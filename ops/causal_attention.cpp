@@ -28,6 +28,28 @@ namespace {
 
 constexpr int64_t kBlock = 64;
 
+// dst = a * b: Eigen's blocked GEMM pays a fixed setup (and a malloc) that dominates tiny
+// products, so small ones use the coefficient-based product.
+template <class Dst, class A, class B>
+void product(Dst& dst, const A& a, const B& b) {
+  if (a.rows() * a.cols() * b.cols() <= 16 * 16 * 16)
+    dst.noalias() = a.lazyProduct(b);
+  else
+    dst.noalias() = a * b;
+}
+
+// Runs body(n) for n in [0, N): in parallel over OpenMP threads when there is more than one
+// (batch, head) entry, directly otherwise (no thread-team start-up for one entry).
+template <class F>
+void for_each_entry(int64_t N, F&& body) {
+  if (N == 1) {
+    body(0);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) body(n);
+}
+
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
@@ -64,8 +86,8 @@ template <class T>
 void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s, T sc,
                  int64_t window) {
   using CMap = Eigen::Map<const Mat<T>>;
-  Mat<T> S, acc;
-  Vec<T> m, l, m_new;
+  thread_local Mat<T> S, acc;  // scratch, reused across calls (no allocation in a steady loop)
+  thread_local Vec<T> m, l, m_new;
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     CMap Qi(q + i0 * s.d, br, s.d);
@@ -76,7 +98,8 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s
     key_range(i0, i1, window, lo, hi);
     for (int64_t j0 = lo - lo % kBlock; j0 < hi; j0 += kBlock) {
       const int64_t j1 = std::min(s.T, j0 + kBlock), bc = j1 - j0;
-      S.noalias() = (Qi * CMap(k + j0 * s.d, bc, s.d).transpose()) * sc;  // (br, bc)
+      product(S, Qi, CMap(k + j0 * s.d, bc, s.d).transpose());  // (br, bc)
+      S *= sc;
       if (needs_mask(i0, i1, j0, j1, window)) mask_block(S, i0, j0, window);
       m_new = m.cwiseMax(S.rowwise().maxCoeff());
       for (int64_t r = 0; r < br; ++r) {
@@ -91,7 +114,9 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s
         l(r) = l(r) * alpha + S.row(r).sum();
         acc.row(r) *= alpha;
       }
-      acc.noalias() += S * CMap(v + j0 * s.dv, bc, s.dv);  // (br, dv)
+      thread_local Mat<T> PV;
+      product(PV, S, CMap(v + j0 * s.dv, bc, s.dv));  // (br, dv)
+      acc += PV;
       m = m_new;
     }
     Eigen::Map<Mat<T>>(o + i0 * s.dv, br, s.dv) = acc.array().colwise() / l.array();
@@ -109,8 +134,9 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
   dK.setZero();
   dV.setZero();
   // D_i = sum_c dO_ic O_ic
-  const Vec<T> D = (CMap(dout, s.T, s.dv).array() * CMap(o, s.T, s.dv).array()).rowwise().sum();
-  Mat<T> P, dP;
+  thread_local Vec<T> D;
+  D = (CMap(dout, s.T, s.dv).array() * CMap(o, s.T, s.dv).array()).rowwise().sum();
+  thread_local Mat<T> P, dP, tmp_v, tmp_q, tmp_k;
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     CMap Qi(q + i0 * s.d, br, s.d), dOi(dout + i0 * s.dv, br, s.dv);
@@ -119,18 +145,22 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     for (int64_t j0 = lo - lo % kBlock; j0 < hi; j0 += kBlock) {
       const int64_t j1 = std::min(s.T, j0 + kBlock), bc = j1 - j0;
       CMap Kj(k + j0 * s.d, bc, s.d), Vj(v + j0 * s.dv, bc, s.dv);
-      P.noalias() = (Qi * Kj.transpose()) * sc;  // (br, bc)
-      for (int64_t r = 0; r < br; ++r) P.row(r).array() = (P.row(r).array() - lse[i0 + r]).exp();
+      product(P, Qi, Kj.transpose());  // (br, bc)
+      for (int64_t r = 0; r < br; ++r)
+        P.row(r).array() = (P.row(r).array() * sc - lse[i0 + r]).exp();
       if (needs_mask(i0, i1, j0, j1, window)) {
         for (int64_t r = 0; r < br; ++r)
           for (int64_t c = 0; c < bc; ++c)
             if (j0 + c > i0 + r || (window > 0 && j0 + c <= i0 + r - window)) P(r, c) = 0;
       }
-      dV.middleRows(j0, bc).noalias() += P.transpose() * dOi;        // (bc, dv)
-      dP.noalias() = dOi * Vj.transpose();                           // (br, bc)
-      dP = P.array() * (dP.array().colwise() - D.segment(i0, br).array());  // dS
-      dQ.middleRows(i0, br).noalias() += (dP * Kj) * sc;             // (br, d)
-      dK.middleRows(j0, bc).noalias() += (dP.transpose() * Qi) * sc;  // (bc, d)
+      product(tmp_v, P.transpose(), dOi);  // (bc, dv)
+      dV.middleRows(j0, bc) += tmp_v;
+      product(dP, dOi, Vj.transpose());  // (br, bc)
+      dP = P.array() * (dP.array().colwise() - D.segment(i0, br).array()) * sc;  // dS scale
+      product(tmp_q, dP, Kj);  // (br, d)
+      dQ.middleRows(i0, br) += tmp_q;
+      product(tmp_k, dP.transpose(), Qi);  // (bc, d)
+      dK.middleRows(j0, bc) += tmp_k;
     }
   }
 }
@@ -138,14 +168,14 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
 void check_inputs(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t window, Dims& s) {
   detail::check_same_dtype("causal_attention", Q, K);
   detail::check_same_dtype("causal_attention", Q, V);
-  const std::string shapes = Q.shape().str() + ", " + K.shape().str() + ", " + V.shape().str();
+  auto shapes = [&] { return Q.shape().str() + ", " + K.shape().str() + ", " + V.shape().str(); };
   if (Q.rank() < 2 || Q.shape() != K.shape() || V.rank() != Q.rank())
     throw ShapeError("causal_attention: Q and K must be (..., T, d) and V (..., T, d_v) of the "
-                     "same rank >= 2, got " + shapes);
+                     "same rank >= 2, got " + shapes());
   for (int a = 0; a < Q.rank() - 1; ++a)
     if (Q.shape()[a] != V.shape()[a])
       throw ShapeError("causal_attention: Q, K and V must share their leading axes and T, got " +
-                       shapes);
+                       shapes());
   if (window < 0)
     throw ValueError("causal_attention: window must be at least 1 (0 for none), got " +
                      std::to_string(window));
@@ -180,10 +210,10 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
     const T* v = V.data<T>();
     T* o = O.data<T>();
     T* l = lse.data<T>();
-#pragma omp parallel for schedule(static) if (s.N > 1)
-    for (int64_t n = 0; n < s.N; ++n)
+    for_each_entry(s.N, [&](int64_t n) {
       forward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv, o + n * s.T * s.dv,
                      l + n * s.T, s, static_cast<T>(sc), window);
+    });
   });
   return record("causal_attention", O, {Q, K, V},
                 [Q, K, V, lse, sc, window, s](const Tensor& dO, const Tensor& O) -> Grads {
@@ -207,12 +237,12 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
       const T* o = O.data<T>();
       const T* l = lse.data<T>();
       const T* d = dO.data<T>();
-#pragma omp parallel for schedule(static) if (s.N > 1)
-      for (int64_t n = 0; n < s.N; ++n)
+      for_each_entry(s.N, [&](int64_t n) {
         backward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv,
                         o + n * s.T * s.dv, l + n * s.T, d + n * s.T * s.dv,
                         dQ.data<T>() + n * s.T * s.d, dK.data<T>() + n * s.T * s.d,
                         dV.data<T>() + n * s.T * s.dv, s, static_cast<T>(sc), window);
+      });
     });
     return {dQ, dK, dV};
   });

@@ -20,10 +20,12 @@ void gemm(const T* a, int64_t ra, int64_t ca, bool ta, const T* b, int64_t rb, i
   detail::CMapMat<T> A(a, ra, ca), B(b, rb, cb);
   const int64_t M = ta ? ca : ra, N = tb ? rb : cb;
   detail::MapMat<T> Y(y, M, N);
-  if (!ta && !tb) Y.noalias() = A * B;
-  else if (ta && !tb) Y.noalias() = A.transpose() * B;
-  else if (!ta && tb) Y.noalias() = A * B.transpose();
-  else Y.noalias() = A.transpose() * B.transpose();
+  // Eigen's blocked GEMM has a fixed setup cost (and allocates); tiny products go coefficient-wise.
+  const bool tiny = M * N * (ta ? ra : ca) <= 16 * 16 * 16;
+  if (!ta && !tb) tiny ? Y.noalias() = A.lazyProduct(B) : Y.noalias() = A * B;
+  else if (ta && !tb) tiny ? Y.noalias() = A.transpose().lazyProduct(B) : Y.noalias() = A.transpose() * B;
+  else if (!ta && tb) tiny ? Y.noalias() = A.lazyProduct(B.transpose()) : Y.noalias() = A * B.transpose();
+  else tiny ? Y.noalias() = A.transpose().lazyProduct(B.transpose()) : Y.noalias() = A.transpose() * B.transpose();
 }
 
 std::string operand_str(const Tensor& t, bool tr) {

@@ -1,0 +1,474 @@
+// The attention models against an independent plain-loop reference written from DESIGN.md (no
+// tg op inside it), their gradients, float32, the RoPE op, the layer class and bad inputs.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "models/attention.h"
+#include "ops/ops.h"
+
+namespace {
+
+using tg::AttentionOptions;
+using tg::Tensor;
+using Vec = std::vector<double>;
+
+struct Case {
+  const char* name;
+  int64_t B, T, D, d_k, d_v;  // B == 0: a 2-D X
+  AttentionOptions o;
+  bool w_o;
+};
+
+// Multi-head runs the multi-head model; heads == 1 runs the single-head one.
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"single_2d", 0, 5, 4, 4, 3, {}, false},
+      {"single_2d_wo", 0, 5, 4, 4, 3, {}, true},
+      {"single_3d", 2, 4, 3, 4, 2, {}, false},
+      {"single_window2_wo", 0, 6, 4, 4, 4, {.window = 2}, true},
+      {"single_no_scale_3d", 2, 4, 4, 2, 4, {.scale = false}, false},
+      {"single_rope", 0, 6, 4, 6, 4, {.rope = true}, false},
+      {"single_rope_base100_window3_3d_wo", 2, 5, 4, 4, 4,
+       {.window = 3, .rope = true, .rope_base = 100.0}, true},
+      {"multi_h2_wo", 2, 4, 4, 4, 4, {.heads = 2}, true},
+      {"multi_h2_2d", 0, 5, 4, 4, 6, {.heads = 2}, false},
+      {"multi_h4_wo", 2, 4, 6, 8, 4, {.heads = 4}, true},
+      {"multi_h2_rope_wo", 2, 5, 4, 8, 4, {.heads = 2, .rope = true}, true},
+      {"multi_h4_rope_window2_wo", 3, 5, 5, 8, 8, {.heads = 4, .window = 2, .rope = true}, true},
+      {"multi_h2_no_scale_base50", 2, 4, 4, 4, 4,
+       {.heads = 2, .scale = false, .rope = true, .rope_base = 50.0}, false},
+  };
+  return c;
+}
+
+// X, W_Q, W_K, W_V and (when used) W_O, fixed seed; weights large enough that A is far from
+// uniform.
+std::vector<Tensor> make_inputs(const Case& c, uint64_t seed = 7) {
+  tg::Rng rng(seed);
+  std::vector<Tensor> in;
+  in.push_back(c.B ? tg::randn({c.B, c.T, c.D}, rng) : tg::randn({c.T, c.D}, rng));
+  in.push_back(tg::randn({c.D, c.d_k}, rng, tg::Dtype::f64, 0.5));
+  in.push_back(tg::randn({c.D, c.d_k}, rng, tg::Dtype::f64, 0.5));
+  in.push_back(tg::randn({c.D, c.d_v}, rng, tg::Dtype::f64, 0.5));
+  if (c.w_o) in.push_back(tg::randn({c.d_v, c.d_v}, rng, tg::Dtype::f64, 0.5));
+  return in;
+}
+
+tg::AttentionOutput run(const Case& c, const std::vector<Tensor>& in) {
+  const Tensor W_O = in.size() > 4 ? in[4] : Tensor();
+  return c.o.heads == 1 ? tg::single_head_attention(in[0], in[1], in[2], in[3], W_O, c.o)
+                        : tg::multi_head_attention(in[0], in[1], in[2], in[3], W_O, c.o);
+}
+
+// Rotates each pair (2i, 2i+1) of row m of x (T, d_h) by m * base^(-2i/d_h).
+void rope_loops(Vec& x, int64_t T, int64_t d_h, double base) {
+  for (int64_t m = 0; m < T; ++m)
+    for (int64_t i = 0; i < d_h / 2; ++i) {
+      const double a = m * std::pow(base, -2.0 * i / d_h);
+      double& x0 = x[m * d_h + 2 * i];
+      double& x1 = x[m * d_h + 2 * i + 1];
+      const double y0 = x0 * std::cos(a) - x1 * std::sin(a);
+      x1 = x0 * std::sin(a) + x1 * std::cos(a);
+      x0 = y0;
+    }
+}
+
+struct Ref {
+  Vec Y;  // (B, T, d_v)
+  Vec A;  // (B, H, T, T)
+};
+
+// Attention written straight from the formulas, one (batch, head) at a time.
+Ref reference(const Case& c, const std::vector<Vec>& in) {
+  const int64_t B = std::max<int64_t>(c.B, 1), T = c.T, D = c.D, H = c.o.heads;
+  const int64_t d_k = c.d_k, d_v = c.d_v, dh = d_k / H, dvh = d_v / H, w = c.o.window;
+  const Vec &X = in[0], &WQ = in[1], &WK = in[2], &WV = in[3];
+  Ref r{Vec(B * T * d_v, 0.0), Vec(B * H * T * T, 0.0)};
+  Vec O(B * T * d_v, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      Vec q(T * dh, 0.0), k(T * dh, 0.0), v(T * dvh, 0.0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < D; ++e) {
+          const double x = X[(b * T + t) * D + e];
+          for (int64_t j = 0; j < dh; ++j) q[t * dh + j] += x * WQ[e * d_k + h * dh + j];
+          for (int64_t j = 0; j < dh; ++j) k[t * dh + j] += x * WK[e * d_k + h * dh + j];
+          for (int64_t j = 0; j < dvh; ++j) v[t * dvh + j] += x * WV[e * d_v + h * dvh + j];
+        }
+      if (c.o.rope) rope_loops(q, T, dh, c.o.rope_base), rope_loops(k, T, dh, c.o.rope_base);
+      const double s = c.o.scale ? 1.0 / std::sqrt(static_cast<double>(dh)) : 1.0;
+      for (int64_t i = 0; i < T; ++i) {
+        Vec sc(T, -std::numeric_limits<double>::infinity());
+        double mx = sc[0], z = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          if (w > 0 && j <= i - w) continue;
+          sc[j] = 0;
+          for (int64_t e = 0; e < dh; ++e) sc[j] += q[i * dh + e] * k[j * dh + e] * s;
+          mx = std::max(mx, sc[j]);
+        }
+        for (int64_t j = 0; j < T; ++j) z += std::exp(sc[j] - mx);
+        double* a = &r.A[((b * H + h) * T + i) * T];
+        for (int64_t j = 0; j < T; ++j) a[j] = std::exp(sc[j] - mx) / z;
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t e = 0; e < dvh; ++e)
+          O[(b * T + i) * d_v + h * dvh + e] += a[j] * v[j * dvh + e];
+      }
+    }
+  if (!c.w_o) r.Y = O;
+  else
+    for (int64_t row = 0; row < B * T; ++row)
+      for (int64_t j = 0; j < d_v; ++j)
+        for (int64_t e = 0; e < d_v; ++e)
+          r.Y[row * d_v + j] += O[row * d_v + e] * in[4][e * d_v + j];
+  return r;
+}
+
+std::vector<Vec> values(const std::vector<Tensor>& in) {
+  std::vector<Vec> v;
+  for (const Tensor& t : in) v.push_back(t.to_vector());
+  return v;
+}
+
+double ref_loss(const Case& c, const std::vector<Vec>& in) {
+  double l = 0;
+  for (double y : reference(c, in).Y) l += 0.5 * y * y;
+  return l;
+}
+
+void expect_close(const Vec& got, const Vec& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], tol * std::max(1.0, std::fabs(want[k]))) << what << " at " << k;
+}
+
+TEST(Attention, MatchesLoopReference) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const auto in = make_inputs(c);
+    const tg::AttentionOutput out = run(c, in);
+    const Ref ref = reference(c, values(in));
+    std::vector<int64_t> a_dims{c.T, c.T}, y_dims{c.T, c.d_v};
+    if (c.o.heads > 1) a_dims.insert(a_dims.begin(), c.o.heads);
+    if (c.B) a_dims.insert(a_dims.begin(), c.B), y_dims.insert(y_dims.begin(), c.B);
+    EXPECT_EQ(out.Y.shape(), tg::Shape(y_dims)) << out.Y.shape().str();
+    EXPECT_EQ(out.A.shape(), tg::Shape(a_dims)) << out.A.shape().str();
+    EXPECT_EQ(out.W_O.defined(), c.w_o);
+    expect_close(out.Y.to_vector(), ref.Y, 1e-12, "Y");
+    expect_close(out.A.to_vector(), ref.A, 1e-12, "A");
+  }
+}
+
+// W_Q = 0 makes every score 0, so row i spreads evenly over the positions it sees.
+TEST(Attention, ZeroQueryGivesUniformWeightsOverVisiblePositions) {
+  for (int64_t w : {0, 2}) {
+    SCOPED_TRACE("window " + std::to_string(w));
+    tg::Rng rng(3);
+    const Tensor X = tg::randn({5, 3}, rng), W = tg::randn({3, 2}, rng);
+    const auto out = tg::single_head_attention(X, tg::zeros({3, 2}), W, W, Tensor(), {.window = w});
+    for (int64_t i = 0; i < 5; ++i) {
+      const int64_t seen = w ? std::min<int64_t>(i + 1, w) : i + 1;
+      for (int64_t j = 0; j < 5; ++j)
+        EXPECT_NEAR(out.A.at({i, j}), (j <= i && j > i - seen) ? 1.0 / seen : 0.0, 1e-15);
+    }
+  }
+}
+
+TEST(Attention, WindowOneIsIdentityAndLargeWindowIsPlainCausal) {
+  const Case c{"", 2, 4, 3, 4, 4, {}, true};
+  const auto in = make_inputs(c);
+  const auto one = tg::single_head_attention(in[0], in[1], in[2], in[3], Tensor(), {.window = 1});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(one.A.at({b, i, j}), i == j ? 1.0 : 0.0);
+  expect_close(one.Y.to_vector(), one.V.to_vector(), 1e-15, "Y == V");
+  const auto plain = run(c, in).Y.to_vector();
+  for (int64_t w : {4, 9}) {
+    SCOPED_TRACE("window " + std::to_string(w));
+    EXPECT_EQ(tg::single_head_attention(in[0], in[1], in[2], in[3], in[4], {.window = w})
+                  .Y.to_vector(),
+              plain);
+  }
+}
+
+TEST(MultiHead, OneHeadEqualsSingleHead) {
+  for (const Case& c : {Case{"2d", 0, 5, 4, 4, 3, {.rope = true}, true},
+                        Case{"3d_window", 2, 4, 3, 2, 4, {.window = 2}, false}}) {
+    SCOPED_TRACE(c.name);
+    const auto in = make_inputs(c);
+    const Tensor W_O = c.w_o ? in[4] : Tensor();
+    const auto s = tg::single_head_attention(in[0], in[1], in[2], in[3], W_O, c.o);
+    const auto m = tg::multi_head_attention(in[0], in[1], in[2], in[3], W_O, c.o);
+    EXPECT_EQ(m.Y.shape(), s.Y.shape());
+    EXPECT_EQ(m.A.numel(), s.A.numel());
+    EXPECT_EQ(m.A.rank(), s.A.rank() + 1);  // the head axis, of size 1
+    expect_close(m.Y.to_vector(), s.Y.to_vector(), 1e-14, "Y");
+    expect_close(m.A.to_vector(), s.A.to_vector(), 1e-14, "A");
+  }
+}
+
+tg::ScalarFunction loss_fn(const Case& c) {
+  return [c](const std::vector<Tensor>& in) { return tg::attention_loss(run(c, in).Y); };
+}
+
+TEST(Attention, GradcheckOfLossEveryInput) {
+  tg::GradcheckOptions o;
+  o.warn_vacuous = false;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const tg::GradcheckResult r = tg::gradcheck(loss_fn(c), make_inputs(c), o);
+    EXPECT_TRUE(r.passed) << r.message;
+    EXPECT_FALSE(r.vacuous);
+    EXPECT_TRUE(r.deterministic);
+  }
+}
+
+// dL from the model's backward against central differences of the loop reference.
+TEST(Attention, GradientsMatchReferenceFiniteDifferences) {
+  const char* names[] = {"X", "W_Q", "W_K", "W_V", "W_O"};
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    auto in = make_inputs(c);
+    for (Tensor& t : in) t.set_requires_grad();
+    tg::attention_loss(run(c, in).Y).backward();
+    auto v = values(in);
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      const Vec g = in[k].grad().to_vector();
+      for (std::size_t e : {std::size_t{0}, g.size() / 2, g.size() - 1}) {
+        SCOPED_TRACE(std::string(names[k]) + " element " + std::to_string(e));
+        const double x0 = v[k][e], eps = 1e-5;
+        v[k][e] = x0 + eps;
+        const double up = ref_loss(c, v);
+        v[k][e] = x0 - eps;
+        const double down = ref_loss(c, v);
+        v[k][e] = x0;
+        const double fd = (up - down) / (2 * eps);
+        EXPECT_NEAR(g[e], fd, 1e-7 * std::max(1.0, std::fabs(fd)));
+      }
+    }
+  }
+}
+
+TEST(Attention, GradgradcheckSmall) {
+  for (const Case& c : {Case{"single", 0, 3, 3, 2, 2, {.rope = true}, true},
+                        Case{"multi", 2, 3, 2, 4, 2, {.heads = 2, .window = 2}, true}}) {
+    SCOPED_TRACE(c.name);
+    const tg::GradcheckResult r = tg::gradgradcheck(loss_fn(c), make_inputs(c, 11));
+    EXPECT_TRUE(r.passed) << r.message;
+    EXPECT_FALSE(r.vacuous);
+  }
+}
+
+TEST(Attention, Float32MatchesFloat64) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const auto in64 = make_inputs(c);
+    std::vector<Tensor> in32;
+    for (const Tensor& t : in64) in32.push_back(t.to(tg::Dtype::f32).set_requires_grad());
+    const auto o32 = run(c, in32), o64 = run(c, in64);
+    ASSERT_EQ(o32.Y.dtype(), tg::Dtype::f32);
+    ASSERT_EQ(o32.A.dtype(), tg::Dtype::f32);
+    expect_close(o32.Y.to_vector(), o64.Y.to_vector(), 1e-5, "Y");
+    expect_close(o32.A.to_vector(), o64.A.to_vector(), 1e-5, "A");
+    tg::attention_loss(o32.Y).backward();
+    auto in = in64;
+    for (Tensor& t : in) t = t.clone().set_requires_grad();
+    tg::attention_loss(run(c, in).Y).backward();
+    for (std::size_t k = 0; k < in.size(); ++k)
+      expect_close(in32[k].grad().to_vector(), in[k].grad().to_vector(), 1e-4, "gradient");
+  }
+}
+
+TEST(Rope, PositionZeroIsIdentityAndPairNormsArePreserved) {
+  tg::Rng rng(5);
+  const Tensor x = tg::randn({2, 3, 7, 6}, rng);
+  const Vec a = x.to_vector(), b = tg::rope(x).to_vector();
+  for (int64_t row = 0; row < 2 * 3 * 7; ++row)
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t k = row * 6 + 2 * i;
+      if (row % 7 == 0) {
+        EXPECT_TRUE(b[k] == a[k] && b[k + 1] == a[k + 1]) << "row " << row;
+      }
+      EXPECT_NEAR(std::hypot(b[k], b[k + 1]), std::hypot(a[k], a[k + 1]), 1e-14);
+    }
+}
+
+TEST(Rope, MatchesFormulaAndInverseUndoesIt) {
+  tg::Rng rng(6);
+  for (double base : {10000.0, 100.0, 2.5}) {
+    SCOPED_TRACE("base " + std::to_string(base));
+    const Tensor x = tg::randn({3, 5, 4}, rng);
+    Vec want = x.to_vector();
+    for (int64_t b = 0; b < 3; ++b) {
+      Vec m(want.begin() + b * 20, want.begin() + (b + 1) * 20);
+      rope_loops(m, 5, 4, base);
+      std::copy(m.begin(), m.end(), want.begin() + b * 20);
+    }
+    const Tensor y = tg::rope(x, base);
+    expect_close(y.to_vector(), want, 1e-15, "rope");
+    expect_close(tg::rope(y, base, true).to_vector(), x.to_vector(), 1e-14, "inverse");
+  }
+  // Hand-computed: d_h = 4, base 100, position 2: pair 0 turns by 2 rad, pair 1 by 2/10 rad.
+  Vec e(12, 0.0);
+  e[8] = 1, e[10] = 1;  // row 2 = (1, 0, 1, 0)
+  const Vec y = tg::rope(tg::from_vector(e, {3, 4}), 100.0).to_vector();
+  EXPECT_NEAR(y[8], std::cos(2.0), 1e-15);
+  EXPECT_NEAR(y[9], std::sin(2.0), 1e-15);
+  EXPECT_NEAR(y[10], std::cos(0.2), 1e-15);
+  EXPECT_NEAR(y[11], std::sin(0.2), 1e-15);
+}
+
+// <rope(q)_m, rope(k)_n> depends on m - n only: the same q and k placed at shifted positions.
+TEST(Rope, ScoreDependsOnlyOnRelativePosition) {
+  tg::Rng rng(8);
+  const Vec q = tg::randn({8}, rng).to_vector(), k = tg::randn({8}, rng).to_vector();
+  auto score = [&](int64_t m, int64_t n, double base) {
+    Vec Q(10 * 8, 0.0), K(10 * 8, 0.0);
+    std::copy(q.begin(), q.end(), Q.begin() + m * 8);
+    std::copy(k.begin(), k.end(), K.begin() + n * 8);
+    const Vec rq = tg::rope(tg::from_vector(Q, {10, 8}), base).to_vector();
+    const Vec rk = tg::rope(tg::from_vector(K, {10, 8}), base).to_vector();
+    double s = 0;
+    for (int64_t e = 0; e < 8; ++e) s += rq[m * 8 + e] * rk[n * 8 + e];
+    return s;
+  };
+  for (double base : {10000.0, 10.0}) {
+    SCOPED_TRACE("base " + std::to_string(base));
+    double qk = 0;
+    for (int e = 0; e < 8; ++e) qk += q[e] * k[e];
+    for (int64_t m : {0, 4, 9}) EXPECT_NEAR(score(m, m, base), qk, 1e-12);
+    for (int64_t s : {1, 3}) EXPECT_NEAR(score(s + 2, 2, base), score(s + 6, 6, base), 1e-12);
+    EXPECT_NEAR(score(1, 4, base), score(5, 8, base), 1e-12);
+    EXPECT_GT(std::fabs(score(3, 2, base) - score(4, 2, base)), 1e-3);  // the offset matters
+  }
+}
+
+TEST(CausalSelfAttention, ParametersAreTheWeights) {
+  for (bool proj : {false, true}) {
+    SCOPED_TRACE(proj ? "with W_O" : "without W_O");
+    tg::Rng rng(9);
+    const tg::CausalSelfAttention layer(4, 6, 2, {.heads = 2}, proj, rng);
+    const auto p = layer.parameters();
+    ASSERT_EQ(p.size(), proj ? 4u : 3u);
+    const Tensor* w[] = {&layer.W_Q, &layer.W_K, &layer.W_V, &layer.W_O};
+    const tg::Shape s[] = {{4, 6}, {4, 6}, {4, 2}, {2, 2}};
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      EXPECT_EQ(p[k].impl_ptr(), w[k]->impl_ptr()) << k;
+      EXPECT_EQ(p[k].shape(), s[k]) << k;
+      EXPECT_TRUE(p[k].requires_grad()) << k;
+      EXPECT_TRUE(p[k].is_leaf()) << k;
+    }
+    EXPECT_EQ(layer.W_O.defined(), proj);
+  }
+}
+
+TEST(CausalSelfAttention, ForwardUsesReplacedWeightsAndBackwardAccumulates) {
+  const Case c{"layer", 2, 4, 4, 4, 4, {.heads = 2, .rope = true}, true};
+  tg::Rng rng(10);
+  tg::CausalSelfAttention layer(4, 4, 4, c.o, true, rng);
+  auto in = make_inputs(c, 12);
+  layer.W_Q = in[1].set_requires_grad();
+  layer.W_K = in[2].set_requires_grad();
+  layer.W_V = in[3].set_requires_grad();
+  layer.W_O = in[4].set_requires_grad();
+  EXPECT_EQ(layer.parameters()[0].to_vector(), in[1].to_vector());
+  expect_close(layer.forward(in[0]).Y.to_vector(), reference(c, values(in)).Y, 1e-12, "Y");
+
+  const auto p = layer.parameters();
+  const auto once = tg::grad({tg::attention_loss(layer.forward(in[0]).Y)}, p);
+  for (int pass = 1; pass <= 2; ++pass) {
+    tg::attention_loss(layer.forward(in[0]).Y).backward();
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      SCOPED_TRACE("pass " + std::to_string(pass) + " parameter " + std::to_string(k));
+      ASSERT_TRUE(p[k].grad().defined());
+      Vec want = once[k].to_vector();
+      for (double& g : want) g *= pass;
+      expect_close(p[k].grad().to_vector(), want, 1e-14, "accumulated grad");
+    }
+  }
+}
+
+enum class Err { Shape, Value };
+
+struct BadCase {
+  const char* name;
+  std::function<void()> call;
+  Err err;
+  std::vector<std::string> fragments;
+};
+
+TEST(Attention, BadInputsThrowNamingModelAndShapes) {
+  const Tensor X = tg::zeros({5, 4}), W = tg::zeros({4, 4}), none;
+  const auto z = [](int64_t r, int64_t c) { return tg::zeros({r, c}); };
+  const auto one = [](Tensor X, Tensor Q, Tensor K, Tensor V, Tensor O, AttentionOptions o) {
+    tg::single_head_attention(X, Q, K, V, O, o);
+  };
+  const auto mul = [](Tensor X, Tensor Q, Tensor K, Tensor V, Tensor O, AttentionOptions o) {
+    tg::multi_head_attention(X, Q, K, V, O, o);
+  };
+  const std::string sh = "single_head_attention", mh = "multi_head_attention";
+  const auto S = Err::Shape, V = Err::Value;
+  tg::Rng rng(1);
+  const std::vector<BadCase> table = {
+      {"X rank 1", [&] { one(tg::zeros({4}), W, W, W, none, {}); }, S,
+       {sh, "X (4,)", "W_Q (4, 4)"}},
+      {"X rank 4", [&] { mul(tg::zeros({1, 2, 5, 4}), W, W, W, W, {.heads = 2}); }, S,
+       {mh, "X (1, 2, 5, 4)", "W_O (4, 4)"}},
+      {"W_Q rows != D", [&] { one(X, z(3, 4), z(3, 4), W, none, {}); }, S,
+       {sh, "X (5, 4)", "W_Q (3, 4)"}},
+      {"W_V rows != D", [&] { mul(X, W, W, z(5, 4), W, {.heads = 2}); }, S, {mh, "W_V (5, 4)"}},
+      {"W_Q, W_K differ", [&] { one(X, W, z(4, 2), W, none, {}); }, S,
+       {sh, "W_Q (4, 4)", "W_K (4, 2)"}},
+      {"W_O not (d_v, d_v)", [&] { one(X, W, W, z(4, 2), W, {}); }, S,
+       {sh, "W_V (4, 2)", "W_O (4, 4)"}},
+      {"W_O rank 1", [&] { mul(X, W, W, W, tg::zeros({4}), {.heads = 2}); }, S, {mh, "W_O (4,)"}},
+      {"H does not divide d_k", [&] { mul(X, z(4, 6), z(4, 6), W, W, {.heads = 4}); }, S,
+       {mh, "W_Q (4, 6)", "4 heads"}},
+      {"H does not divide d_v", [&] { mul(X, W, W, z(4, 6), none, {.heads = 4}); }, S,
+       {mh, "W_V (4, 6)", "4 heads"}},
+      {"odd d_k, RoPE", [&] { one(X, z(4, 3), z(4, 3), W, none, {.rope = true}); }, S,
+       {sh, "W_Q (4, 3)", "even"}},
+      {"odd d_h, RoPE", [&] { mul(X, z(4, 6), z(4, 6), W, W, {.heads = 2, .rope = true}); }, S,
+       {mh, "W_Q (4, 6)", "even"}},
+      {"W_V undefined", [&] { one(X, W, W, none, none, {}); }, V, {sh, "W_V"}},
+      {"window < 0", [&] { one(X, W, W, W, none, {.window = -1}); }, V, {sh, "window", "-1"}},
+      {"heads < 1", [&] { mul(X, W, W, W, W, {.heads = 0}); }, V, {mh, "heads", "0"}},
+      {"rope base 0", [&] { one(X, W, W, W, none, {.rope = true, .rope_base = 0.0}); }, V,
+       {sh, "rope base"}},
+      {"rope base < 0", [&] { mul(X, W, W, W, W, {.heads = 2, .rope = true, .rope_base = -5.0}); },
+       V, {mh, "rope base", "-5"}},
+      {"rope base NaN", [&] { one(X, W, W, W, none, {.rope = true, .rope_base = NAN}); }, V,
+       {sh, "rope base"}},
+      {"layer: H does not divide", [&] { tg::CausalSelfAttention(4, 6, 4, {.heads = 4}, 1, rng); },
+       V, {"CausalSelfAttention", "4 heads", "d_k = 6"}},
+      {"layer: window < 0", [&] { tg::CausalSelfAttention(4, 4, 4, {.window = -2}, 0, rng); }, V,
+       {"CausalSelfAttention", "window"}},
+      {"rope op: odd d_h", [] { tg::rope(tg::zeros({3, 5})); }, S, {"rope", "(3, 5)"}},
+      {"rope op: rank 1", [] { tg::rope(tg::zeros({4})); }, S, {"rope", "(4,)"}},
+      {"rope op: base 0", [] { tg::rope(tg::zeros({3, 4}), 0.0); }, V, {"rope", "base"}},
+  };
+  for (const BadCase& b : table) {
+    SCOPED_TRACE(b.name);
+    try {
+      b.call();
+      ADD_FAILURE() << "did not throw";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(b.err == Err::Shape ? dynamic_cast<const tg::ShapeError*>(&e) != nullptr
+                                      : dynamic_cast<const tg::ValueError*>(&e) != nullptr)
+          << "wrong type: " << what;
+      for (const std::string& f : b.fragments)
+        EXPECT_NE(what.find(f), std::string::npos) << "message lacks '" << f << "': " << what;
+    }
+  }
+}
+
+}  // namespace
