@@ -14,38 +14,50 @@ namespace tg {
 
 // ---- node lifetime ---------------------------------------------------------------------------
 // Deleting a node drops its edges and closure, which may drop the last reference to the next
-// node, and so on down a chain: plain recursion would overflow the stack on a long chain. The
-// deleter therefore queues nodes and the outermost deleter drains the queue in a loop.
+// node, and so on down a chain: plain recursion would overflow the stack on a long chain. So a
+// dying node moves what it holds into a per-thread queue, and the outermost one drains it.
 
 namespace {
-struct DeleteQueue {
-  std::vector<Node*> pending;
+struct ReleaseQueue {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<BackwardFn> closures;  // they hold tensors, which hold nodes
   bool draining = false;
 };
-thread_local DeleteQueue delete_queue;
+thread_local ReleaseQueue release_queue;
 
-struct NodeDeleter {
-  void operator()(Node* n) const {
-    DeleteQueue& q = delete_queue;
-    q.pending.push_back(n);
-    if (q.draining) return;
-    q.draining = true;
-    while (!q.pending.empty()) {
-      Node* p = q.pending.back();
-      q.pending.pop_back();
-      delete p;  // may push more nodes; they are deleted by this loop
+void drain(ReleaseQueue& q) {
+  if (q.draining) return;
+  q.draining = true;
+  while (!q.nodes.empty() || !q.closures.empty()) {
+    if (!q.closures.empty()) {
+      BackwardFn f = std::move(q.closures.back());
+      q.closures.pop_back();
+      f = nullptr;  // may queue more
+    } else {
+      std::shared_ptr<Node> n = std::move(q.nodes.back());
+      q.nodes.pop_back();
+      n.reset();  // may queue more
     }
-    q.draining = false;
   }
-};
+  q.draining = false;
+}
 }  // namespace
 
-std::shared_ptr<Node> make_node() { return std::shared_ptr<Node>(new Node, NodeDeleter{}); }
+Node::~Node() {
+  ReleaseQueue& q = release_queue;
+  for (Edge& e : next)
+    if (e.node) q.nodes.push_back(std::move(e.node));
+  if (backward) q.closures.push_back(std::move(backward));
+  drain(q);
+}
 
 void Node::release() {
+  ReleaseQueue& q = release_queue;
+  if (backward) q.closures.push_back(std::move(backward));
   backward = nullptr;
   output_storage.reset();
   released = true;
+  drain(q);
 }
 
 namespace detail {
@@ -77,7 +89,13 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, 
   if (saves_output) node->output_storage = out.impl().storage;
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
-  // The output gets a fresh impl, so a caller's other handles to `out` stay untouched.
+  // A fresh output (the usual case) is marked in place; one the op returned from elsewhere (a
+  // view of its input, say) gets its own impl, so other handles to it stay untouched.
+  if (out.impl_ptr().use_count() == 1 && out.is_leaf() && !out.requires_grad()) {
+    out.impl().requires_grad = true;
+    out.impl().grad_fn = std::move(node);
+    return out;
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = out.shape();
   impl->dtype = out.dtype();
@@ -109,21 +127,35 @@ void check_grad_output(const Tensor& out, const Tensor& g, const char* who) {
 // Adds g into the slot (undefined means zero so far).
 void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
-struct Run {
-  // Per reached node: the summed incoming gradient and how many consumers are still to come.
+// One backward pass. Each reached node gets a State, found through Node::slot; the slots are
+// restored when the pass ends, so a backward that runs inside another one's closure (the fused
+// attention's create_graph fallback does) leaves the outer pass's bookkeeping intact.
+class Run {
+ public:
   struct State {
-    Tensor grad;
-    int waiting = 0;
+    Node* node;
+    int saved_slot;     // the node's slot before this pass
+    Tensor grad;        // the summed incoming gradient
+    int waiting = 0;    // consumers still to come
+    bool needed = true;  // leads to a gradient we were asked for
+    int capture = -1;   // index of the non-leaf input whose gradient this node receives
   };
-  std::unordered_map<Node*, State> nodes;
-  std::unordered_map<TensorImpl*, Tensor> leaf_grads;  // staged, committed at the end
+
+  ~Run() {
+    for (State& st : states_) st.node->slot = st.saved_slot;
+  }
+
+  State& state(Node* n) { return states_[n->slot]; }
+  bool reached(const Node* n) const {
+    return n->slot >= 0 && n->slot < static_cast<int>(states_.size()) && states_[n->slot].node == n;
+  }
 
   // Finds every node reachable from the roots and counts its consumers; throws before any work
   // when the graph was freed by an earlier backward.
   void discover(const std::vector<Node*>& roots) {
     std::vector<Node*> stack;
     for (Node* r : roots)
-      if (nodes.emplace(r, State{}).second) stack.push_back(r);
+      if (visit(r)) stack.push_back(r);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -135,24 +167,52 @@ struct Run {
       for (int i = 0; i < n->num_inputs; ++i) {
         Node* c = n->next[i].node.get();
         if (!c) continue;
-        auto [it, fresh] = nodes.emplace(c, State{});
-        ++it->second.waiting;
+        const bool fresh = visit(c);
+        ++state(c).waiting;
         if (fresh) stack.push_back(c);
       }
     }
   }
 
+  // For tg::grad: marks the nodes on a path to a requested input; the rest never run.
+  void mark_needed(const std::vector<Node*>& roots,
+                   const std::unordered_map<TensorImpl*, int>& leaf_inputs) {
+    // Kahn's order puts every consumer before what it consumes; walk it backwards.
+    std::vector<int> waiting(states_.size());
+    for (std::size_t i = 0; i < states_.size(); ++i) waiting[i] = states_[i].waiting;
+    std::vector<Node*> order, ready;
+    for (Node* r : roots)
+      if (waiting[r->slot] == 0 && std::find(ready.begin(), ready.end(), r) == ready.end())
+        ready.push_back(r);
+    while (!ready.empty()) {
+      Node* n = ready.back();
+      ready.pop_back();
+      order.push_back(n);
+      for (int i = 0; i < n->num_inputs; ++i)
+        if (Node* c = n->next[i].node.get(); c && --waiting[c->slot] == 0) ready.push_back(c);
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      State& st = state(*it);
+      bool needed = st.capture >= 0;
+      for (int i = 0; i < (*it)->num_inputs && !needed; ++i) {
+        const Edge& e = (*it)->next[i];
+        needed = (e.leaf && leaf_inputs.count(e.leaf.get())) || (e.node && state(e.node.get()).needed);
+      }
+      st.needed = needed;
+    }
+  }
+
   void execute(std::vector<Node*> ready, bool retain_graph, bool create_graph,
-               const std::unordered_map<Node*, int>& capture, std::vector<Tensor>& captured) {
+               std::vector<Tensor>* captured) {
     GradModeGuard mode(create_graph);
     while (!ready.empty()) {
       Node* n = ready.back();
       ready.pop_back();
-      State& s = nodes[n];
+      State& s = state(n);
       Tensor dY = std::move(s.grad);
-      if (auto c = capture.find(n); c != capture.end() && dY.defined()) captured[c->second] = dY;
+      if (s.capture >= 0 && dY.defined()) (*captured)[s.capture] = dY;
       Grads grads;
-      if (dY.defined()) {
+      if (dY.defined() && s.needed) {
         Tensor Y;
         if (n->saves_output) {
           auto impl = std::make_shared<TensorImpl>();
@@ -164,10 +224,8 @@ struct Run {
           Y = Tensor(std::move(impl));
         }
         grads = n->backward(dY, Y);
-        if (!retain_graph) n->release();
-      } else if (!retain_graph) {
-        n->release();
       }
+      if (!retain_graph && s.needed) n->release();
       for (int i = 0; i < n->num_inputs; ++i) {
         const Edge& e = n->next[i];
         if (!e.active()) continue;
@@ -180,12 +238,26 @@ struct Run {
           if (g.defined()) accumulate(leaf_grads[e.leaf.get()], g);
           continue;
         }
-        State& c = nodes[e.node.get()];
+        State& c = state(e.node.get());
+        if (!c.needed) continue;
         if (g.defined()) accumulate(c.grad, g);
         if (--c.waiting == 0) ready.push_back(e.node.get());
       }
     }
   }
+
+  std::unordered_map<TensorImpl*, Tensor> leaf_grads;  // staged, committed at the end
+
+ private:
+  // Gives n a state in this pass; false when it already had one.
+  bool visit(Node* n) {
+    if (reached(n)) return false;
+    states_.push_back(State{n, n->slot, Tensor(), 0, true, -1});
+    n->slot = static_cast<int>(states_.size()) - 1;
+    return true;
+  }
+
+  std::vector<State> states_;
 };
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
@@ -198,6 +270,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
   std::vector<Tensor> seeds(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& y = outputs[k];
+    if (!y.defined()) throw ValueError(std::string(who) + ": an output is an undefined tensor");
     if (!y.requires_grad())
       throw GraphError(std::string(who) + ": output of shape " + y.shape().str() +
                        " does not require grad (no input that requires grad reaches it, or it "
@@ -222,22 +295,30 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     if (outputs[k].is_leaf())
       accumulate(run.leaf_grads[outputs[k].impl_ptr().get()], seeds[k]);
     else
-      accumulate(run.nodes[outputs[k].impl().grad_fn.get()].grad, seeds[k]);
+      accumulate(run.state(outputs[k].impl().grad_fn.get()).grad, seeds[k]);
   }
 
-  std::unordered_map<Node*, int> capture;
   std::vector<Tensor> captured;
   if (inputs) {
     captured.resize(inputs->size());
-    for (std::size_t i = 0; i < inputs->size(); ++i)
-      if (!(*inputs)[i].is_leaf()) capture[(*inputs)[i].impl().grad_fn.get()] = static_cast<int>(i);
+    std::unordered_map<TensorImpl*, int> leaf_inputs;
+    for (std::size_t i = 0; i < inputs->size(); ++i) {
+      const Tensor& x = (*inputs)[i];
+      if (x.is_leaf()) {
+        leaf_inputs[x.impl_ptr().get()] = static_cast<int>(i);
+      } else {
+        // An input that does not lie below the outputs keeps a zero gradient.
+        if (Node* n = x.impl().grad_fn.get(); run.reached(n)) run.state(n).capture = static_cast<int>(i);
+      }
+    }
+    run.mark_needed(roots, leaf_inputs);
   }
   std::vector<Node*> ready;
   for (Node* r : roots)
-    if (run.nodes[r].waiting == 0 &&
+    if (run.state(r).waiting == 0 && run.state(r).needed &&
         std::find(ready.begin(), ready.end(), r) == ready.end())
       ready.push_back(r);
-  run.execute(std::move(ready), retain_graph, create_graph, capture, captured);
+  run.execute(std::move(ready), retain_graph, create_graph, inputs ? &captured : nullptr);
 
   if (inputs) {
     for (std::size_t i = 0; i < inputs->size(); ++i) {
@@ -256,9 +337,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     if (!leaf->requires_grad) continue;
     auto& slot = leaf->grad;
     if (!slot) {
-      // Keep our own buffer: g may alias a tensor the caller holds (grad_output, a view).
-      slot = (create_graph ? g : (g.impl_ptr().use_count() == 1 ? g : g.clone())).impl_ptr();
-    } else if (create_graph || slot->grad_fn) {
+      // g may share its buffer with a tensor the caller holds (grad_output, or a view of it):
+      // then .grad() gets a copy, unless create_graph needs g's own place on the tape.
+      const bool owned = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1;
+      slot = (owned || (create_graph && !g.is_leaf()) ? g : g.clone()).impl_ptr();
+    } else if (create_graph || slot->grad_fn || slot->storage.use_count() != 1) {
       slot = add(Tensor(slot), g).impl_ptr();
     } else {
       Tensor acc(slot);

@@ -49,13 +49,20 @@ class Node : public std::enable_shared_from_this<Node> {
   Dtype output_dtype = Dtype::f64;
   bool released = false;  // backward ran without retain_graph: the closure is gone
   std::source_location where;  // the user's call that recorded this node
+  int slot = -1;  // this node's state in the backward pass now running (engine-private)
 
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// Hands edges and closure to a per-thread queue drained in a loop, so freeing a chain of a
+  /// million nodes never recurses a million deep.
+  ~Node();
   /// Drops what backward needed (closure, saved output).
   void release();
 };
 
-/// Makes a node (deleted iteratively, so a 1,000,000-op chain frees without deep recursion).
-std::shared_ptr<Node> make_node();
+/// Makes a node (one allocation).
+inline std::shared_ptr<Node> make_node() { return std::make_shared<Node>(); }
 
 namespace detail {
 bool any_requires_grad(std::initializer_list<Tensor> inputs);

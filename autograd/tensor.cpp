@@ -76,7 +76,8 @@ Tensor Tensor::grad() const { return Tensor(impl().grad); }
 void Tensor::zero_grad() const {
   auto& g = impl().grad;
   if (!g) return;
-  if (g->grad_fn) {  // a recorded gradient (create_graph) is not ours to overwrite in place
+  if (g->grad_fn || g->storage.use_count() != 1) {  // recorded (create_graph) or shared: not
+                                                      // ours to overwrite in place
     g = zeros(g->shape, g->dtype).impl_ptr();
     return;
   }
