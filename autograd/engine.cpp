@@ -124,6 +124,27 @@ void check_grad_output(const Tensor& out, const Tensor& g, const char* who) {
                      " but the output is " + dtype_name(out.dtype()));
 }
 
+// Runs a node's backward; an error from it is rethrown, same type, naming the forward op and
+// the user's line that recorded the node (the innermost node, when backward passes nest).
+Grads call_backward(Node& n, const Tensor& dY, const Tensor& Y) {
+  auto where = [&](const char* what) {
+    const std::string m = what;
+    if (m.find(" (in the backward of '") != std::string::npos) return m;
+    return m + " (in the backward of '" + n.op + "', recorded at " + where_str(n) + ")";
+  };
+  try {
+    return n.backward(dY, Y);
+  } catch (const ShapeError& e) {
+    throw ShapeError(where(e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(where(e.what()));
+  } catch (const GraphError& e) {
+    throw GraphError(where(e.what()));
+  } catch (const IoError& e) {
+    throw IoError(where(e.what()));
+  }
+}
+
 // Adds g into the slot (undefined means zero so far).
 void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
@@ -223,7 +244,7 @@ class Run {
           impl->grad_fn = n->shared_from_this();
           Y = Tensor(std::move(impl));
         }
-        grads = n->backward(dY, Y);
+        grads = call_backward(*n, dY, Y);
       }
       if (!retain_graph && s.needed) n->release();
       for (int i = 0; i < n->num_inputs; ++i) {
@@ -231,9 +252,9 @@ class Run {
         if (!e.active()) continue;
         const Tensor& g = grads[i];
         if (g.defined() && g.shape() != e.shape)
-          throw GraphError(std::string("backward of '") + n->op + "' returned a gradient of shape " +
-                           g.shape().str() + " for input " + std::to_string(i) + " of shape " +
-                           e.shape.str());
+          throw GraphError(std::string("backward of '") + n->op + "' (recorded at " +
+                           where_str(*n) + ") returned a gradient of shape " + g.shape().str() +
+                           " for input " + std::to_string(i) + " of shape " + e.shape.str());
         if (e.leaf) {
           if (g.defined()) accumulate(leaf_grads[e.leaf.get()], g);
           continue;

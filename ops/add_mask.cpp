@@ -10,7 +10,7 @@
 
 namespace tg {
 
-Tensor add_mask(const Tensor& X, const Tensor& M) {
+Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& where) {
   detail::check_same_dtype("add_mask", X, M);
   if (broadcast_shapes(X.shape(), M.shape(), "add_mask") != X.shape())
     throw ShapeError("add_mask: mask " + M.shape().str() + " does not broadcast to input " +
@@ -27,7 +27,7 @@ Tensor add_mask(const Tensor& X, const Tensor& M) {
                          std::to_string(i) + "; use 0 and -inf");
     return detail::broadcast_binary<T>("add_mask", X, M, [](auto x, auto y) { return x + y; });
   });
-  return record("add_mask", Y, {X}, [](const Tensor& dY) -> Grads { return {dY}; });
+  return record("add_mask", Y, {X}, [](const Tensor& dY) -> Grads { return {dY}; }, where);
 }
 
 Tensor causal_mask(int64_t T, Dtype dtype, int64_t window) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <source_location>
 #include "autograd/tensor.h"
 
 namespace tg {
@@ -6,7 +7,7 @@ namespace tg {
 /// axes, e.g. a (T, T) causal mask over (B, H, T, T) scores. Throws ShapeError when the mask does
 /// not broadcast to x's shape, ValueError when it holds NaN or +inf, has another dtype, or
 /// requires grad.
-Tensor add_mask(const Tensor& x, const Tensor& mask);
+Tensor add_mask(const Tensor& x, const Tensor& mask, const std::source_location& where = std::source_location::current());
 
 /// The (T, T) additive causal mask: 0 where j <= i, -inf above the diagonal. With window w > 0
 /// also -inf where j <= i - w, so row i sees the w positions i-w+1..i. Throws ValueError for

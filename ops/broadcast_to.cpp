@@ -10,7 +10,7 @@
 
 namespace tg {
 
-Tensor broadcast_to(const Tensor& X, const Shape& shape) {
+Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_location& where) {
   detail::check_defined("broadcast_to", X, "input");
   if (broadcast_shapes(X.shape(), shape, "broadcast_to") != shape)
     throw ShapeError("broadcast_to: shape " + X.shape().str() + " does not broadcast to " +
@@ -44,7 +44,7 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape) {
   });
   return record("broadcast_to", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
     return {sum_to(dY, sX)};
-  });
+  }, where);
 }
 
 }  // namespace tg

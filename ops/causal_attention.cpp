@@ -197,7 +197,7 @@ Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor&
 }
 
 Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double sc,
-                        int64_t window) {
+                        int64_t window, const std::source_location& where) {
   Dims s{};
   check_inputs(Q, K, V, window, s);
   Tensor O(V.shape(), Q.dtype());
@@ -245,7 +245,7 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
       });
     });
     return {dQ, dK, dV};
-  });
+  }, where);
 }
 
 void set_num_threads(int n) {

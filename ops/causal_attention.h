@@ -1,4 +1,5 @@
 #pragma once
+#include <source_location>
 #include <cstdint>
 
 #include "autograd/tensor.h"
@@ -13,7 +14,7 @@ namespace tg {
 /// create_graph it falls back to the composed ops, so grad-of-grad still works. Throws
 /// ShapeError (shapes that do not fit), ValueError (dtypes differ, window < 0).
 Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
-                        int64_t window = 0);
+                        int64_t window = 0, const std::source_location& where = std::source_location::current());
 
 /// The same computation from the composed ops (matmul, scale, add_mask, softmax, matmul): the
 /// reference the fused op is checked against, and its create_graph fallback.

@@ -34,7 +34,7 @@ std::string operand_str(const Tensor& t, bool tr) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb) {
+Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::source_location& where) {
   detail::check_same_dtype("matmul", A, B);
   if (A.rank() < 2 || B.rank() < 2)
     throw ShapeError("matmul: both operands need rank 2 or more: " + operand_str(A, ta) + " @ " +
@@ -99,7 +99,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb) {
       }
     }
     return {dA, dB};
-  });
+  }, where);
 }
 
 }  // namespace tg

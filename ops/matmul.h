@@ -1,4 +1,5 @@
 #pragma once
+#include <source_location>
 #include "autograd/tensor.h"
 
 namespace tg {
@@ -7,5 +8,5 @@ namespace tg {
 /// (B, T, D) @ (D, E) is (B, T, E). Throws ShapeError (rank below 2, inner dimensions differ,
 /// batch axes do not broadcast) or ValueError (dtypes differ).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
-              bool transpose_b = false);
+              bool transpose_b = false, const std::source_location& where = std::source_location::current());
 }  // namespace tg

@@ -15,7 +15,7 @@ std::string perm_str(const std::vector<int>& p) {
 }
 }  // namespace
 
-Tensor permute(const Tensor& X, const std::vector<int>& perm) {
+Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_location& where) {
   detail::check_defined("permute", X, "input");
   const int r = X.rank();
   std::vector<bool> seen(r, false);
@@ -63,7 +63,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm) {
   });
   std::vector<int> inv(r);
   for (int i = 0; i < r; ++i) inv[perm[i]] = i;
-  return record("permute", Y, {X}, [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; });
+  return record("permute", Y, {X}, [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; }, where);
 }
 
 }  // namespace tg

@@ -72,13 +72,13 @@ class Table {
   }
   void unary(const std::string& op, const std::string& name, const Shape& s, Fn1 f,
              GradcheckOptions o = tol()) {
-    add(op, name, {s}, [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; },
-        o);
+    Function fn = [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; };
+    add(op, name, {s}, std::move(fn), o);
   }
-  void binary(const std::string& op, const std::string& name, const Shape& a, const Shape& b,
-              Fn2 f, GradcheckOptions o = tol()) {
-    add(op, name, {a, b},
-        [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; }, o);
+  void binary(const std::string& op, const std::string& name, const Shape& a, const Shape& b, Fn2 f,
+              GradcheckOptions o = tol()) {
+    Function fn = [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; };
+    add(op, name, {a, b}, std::move(fn), o);
   }
   std::vector<OpCase> take() { return std::move(cases_); }
 
@@ -209,7 +209,8 @@ void mask_and_softmax_cases(Table& t) {
   t.unary("add_mask", "finite_mask_rank3", {2, 3, 3}, masked(finite));
   t.unary("add_mask", "T1_causal", {2, 1, 1}, masked(causal_mask(1)));
   t.unary("add_mask", "causal_then_softmax", {4, 4}, masked_softmax(causal_mask(4)));
-  t.unary("add_mask", "window2_then_softmax", {1, 5, 5}, masked_softmax(causal_mask(5, Dtype::f64, 2)));
+  t.unary("add_mask", "window2_then_softmax", {1, 5, 5},
+          masked_softmax(causal_mask(5, Dtype::f64, 2)));
   t.unary("add_mask", "rank4_window_then_softmax", {2, 2, 3, 3},
           masked_softmax(causal_mask(3, Dtype::f64, 2)));
   t.unary("add_mask", "fully_masked_row_then_softmax", {2, 3, 3},
@@ -229,8 +230,8 @@ void mask_and_softmax_cases(Table& t) {
                             {2, 4})},
                [](const std::vector<Tensor>& x) { return std::vector<Tensor>{softmax(x[0])}; });
   t.unary("softmax", "causal_masked", {4, 4}, masked_softmax(causal_mask(4)));
-  const Tensor partial = from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0},
-                                     {3, 4});
+  const Tensor partial =
+      from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4});
   t.unary("softmax", "fully_masked_row", {3, 4}, masked_softmax(partial));
 }
 
@@ -240,7 +241,32 @@ Tensor attention(const Tensor& X, const Tensor& W_Q, const Tensor& W_K, const Te
   const int64_t T = X.size(-2);
   const Tensor S = scale(matmul(Q, K, false, true), 1.0 / std::sqrt(double(W_Q.size(-1))));
   const Tensor A = softmax(add_mask(S, causal_mask(T, X.dtype())));  // (..., T, T)
-  return matmul(A, V);                                                // (..., T, d_v)
+  return matmul(A, V);                                               // (..., T, d_v)
+}
+
+void causal_attention_cases(Table& t) {
+  auto fused = [](double sc, int64_t window) {
+    return [sc, window](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
+    };
+  };
+  t.add("causal_attention", "single_head", {{4, 3}, {4, 3}, {4, 2}}, fused(1 / std::sqrt(3.0), 0));
+  // T = 1: the weights are [[1]], so only V gets a gradient.
+  t.add("causal_attention", "T1", {{1, 2}, {1, 2}, {1, 3}}, fused(0.7, 0));
+  // Two (batch, head) entries: kept tiny, as each call over several entries starts an OpenMP
+  // parallel region, which costs milliseconds on a busy machine.
+  t.add("causal_attention", "rank4_two_entries_window2", {{2, 1, 3, 2}, {2, 1, 3, 2}, {2, 1, 3, 1}},
+        fused(1 / std::sqrt(2.0), 2));
+  // Window 1: each row sees only itself, O = V.
+  t.add("causal_attention", "rank3_window1", {{1, 3, 2}, {1, 3, 2}, {1, 3, 2}}, fused(1.0, 1));
+  // More than one 64-row block; with T = 130 and a window of 3 whole key blocks are skipped.
+  t.add("causal_attention", "T70_two_blocks", {{70, 2}, {70, 2}, {70, 1}}, fused(0.5, 0));
+  t.add("causal_attention", "T130_window3_skips_blocks", {{130, 1}, {130, 1}, {130, 1}},
+        fused(1.0, 3));
+  t.add("causal_attention", "composed_reference", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2)};
+        });
 }
 
 void composed_cases(Table& t) {
@@ -279,6 +305,7 @@ std::vector<OpCase> op_cases() {
   reduction_cases(t);
   elementwise_cases(t);
   mask_and_softmax_cases(t);
+  causal_attention_cases(t);
   composed_cases(t);
   return t.take();
 }

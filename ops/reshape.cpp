@@ -15,7 +15,7 @@ std::string dims_str(const std::vector<int64_t>& d) {
 }
 }  // namespace
 
-Tensor reshape(const Tensor& X, const std::vector<int64_t>& shape) {
+Tensor reshape(const Tensor& X, const std::vector<int64_t>& shape, const std::source_location& where) {
   detail::check_defined("reshape", X, "input");
   std::vector<int64_t> d = shape;
   int infer = -1;
@@ -46,7 +46,7 @@ Tensor reshape(const Tensor& X, const std::vector<int64_t>& shape) {
   Y.impl().shape = Shape(d);
   return record("reshape", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
     return {reshape(dY, sX.vec())};
-  });
+  }, where);
 }
 
 }  // namespace tg

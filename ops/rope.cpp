@@ -12,7 +12,7 @@
 
 namespace tg {
 
-Tensor rope(const Tensor& X, double base, bool inverse) {
+Tensor rope(const Tensor& X, double base, bool inverse, const std::source_location& where) {
   detail::check_min_rank("rope", X, 2);
   const int64_t T = X.size(-2), d_h = X.size(-1);
   if (d_h % 2 != 0)
@@ -47,7 +47,7 @@ Tensor rope(const Tensor& X, double base, bool inverse) {
   });
   return record("rope", Y, {X}, [base, inverse](const Tensor& dY) -> Grads {
     return {rope(dY, base, !inverse)};
-  });
+  }, where);
 }
 
 }  // namespace tg

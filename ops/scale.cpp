@@ -7,14 +7,14 @@
 
 namespace tg {
 
-Tensor scale(const Tensor& X, double c) {
+Tensor scale(const Tensor& X, double c, const std::source_location& where) {
   detail::check_defined("scale", X, "input");
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n) * static_cast<T>(c);
   });
-  return record("scale", Y, {X}, [c](const Tensor& dY) -> Grads { return {scale(dY, c)}; });
+  return record("scale", Y, {X}, [c](const Tensor& dY) -> Grads { return {scale(dY, c)}; }, where);
 }
 
 }  // namespace tg

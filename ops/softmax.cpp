@@ -14,7 +14,7 @@
 
 namespace tg {
 
-Tensor softmax(const Tensor& X) {
+Tensor softmax(const Tensor& X, const std::source_location& where) {
   detail::check_min_rank("softmax", X, 1);
   Tensor Y(X.shape(), X.dtype());
   const int64_t n = X.size(-1), rows = n ? X.numel() / n : 0;
@@ -36,7 +36,7 @@ Tensor softmax(const Tensor& X) {
   });
   return record("softmax", Y, {X}, [](const Tensor& dY, const Tensor& Y) -> Grads {
     return {mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};
-  });
+  }, where);
 }
 
 }  // namespace tg

@@ -1,9 +1,10 @@
 #pragma once
+#include <source_location>
 #include "autograd/tensor.h"
 
 namespace tg {
 /// Softmax along the last axis, stable (subtracts the row max). Entries of -inf get exactly 0;
 /// a row whose entries are all -inf gives all zeros and zero gradient, never NaN. Throws
 /// ShapeError for a rank-0 input.
-Tensor softmax(const Tensor& x);
+Tensor softmax(const Tensor& x, const std::source_location& where = std::source_location::current());
 }  // namespace tg

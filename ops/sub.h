@@ -1,8 +1,9 @@
 #pragma once
+#include <source_location>
 #include "autograd/tensor.h"
 
 namespace tg {
 /// a - b elementwise with numpy broadcasting. Throws ShapeError (no broadcast) or ValueError
 /// (dtypes differ).
-Tensor sub(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b, const std::source_location& where = std::source_location::current());
 }  // namespace tg

@@ -9,7 +9,7 @@
 
 namespace tg {
 
-Tensor sum(const Tensor& X) {
+Tensor sum(const Tensor& X, const std::source_location& where) {
   detail::check_defined("sum", X, "input");
   Tensor Y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
@@ -17,10 +17,10 @@ Tensor sum(const Tensor& X) {
   });
   return record("sum", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};
-  });
+  }, where);
 }
 
-Tensor sum(const Tensor& X, int axis, bool keepdim) {
+Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& where) {
   detail::check_defined("sum", X, "input");
   const int ax = normalize_axis(axis, X.shape(), "sum");
   const Shape& s = X.shape();
@@ -44,7 +44,7 @@ Tensor sum(const Tensor& X, int axis, bool keepdim) {
   });
   return record("sum", Y, {X}, [sX = s, kept = Shape(kept)](const Tensor& dY) -> Grads {
     return {broadcast_to(reshape(dY, kept.vec()), sX)};
-  });
+  }, where);
 }
 
 }  // namespace tg

@@ -9,7 +9,7 @@
 
 namespace tg {
 
-Tensor sum_of_squares(const Tensor& X) {
+Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
   detail::check_defined("sum_of_squares", X, "input");
   Tensor y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
@@ -17,7 +17,7 @@ Tensor sum_of_squares(const Tensor& X) {
   });
   return record("sum_of_squares", y, {X}, [X](const Tensor& dy) -> Grads {
     return {mul(scale(X, 2.0), dy)};  // dy is rank 0 and broadcasts
-  });
+  }, where);
 }
 
 }  // namespace tg

@@ -22,7 +22,7 @@ void check_broadcasts(const char* op, const Shape& small, const Shape& big) {
 }
 }  // namespace
 
-Tensor sum_to(const Tensor& X, const Shape& shape) {
+Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& where) {
   detail::check_defined("sum_to", X, "input");
   check_broadcasts("sum_to", shape, X.shape());
   if (X.shape() == shape) return X;
@@ -56,7 +56,7 @@ Tensor sum_to(const Tensor& X, const Shape& shape) {
   });
   return record("sum_to", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};
-  });
+  }, where);
 }
 
 }  // namespace tg

@@ -7,7 +7,7 @@
 
 namespace tg {
 
-Tensor transpose(const Tensor& X) {
+Tensor transpose(const Tensor& X, const std::source_location& where) {
   detail::check_min_rank("transpose", X, 2);
   std::vector<int64_t> d = X.shape().vec();
   const int r = X.rank();
@@ -21,7 +21,7 @@ Tensor transpose(const Tensor& X) {
             detail::CMapMat<T>(X.data<T>() + b * M * N, M, N).transpose();  // (N, M)
     });
   }
-  return record("transpose", Y, {X}, [](const Tensor& dY) -> Grads { return {transpose(dY)}; });
+  return record("transpose", Y, {X}, [](const Tensor& dY) -> Grads { return {transpose(dY)}; }, where);
 }
 
 }  // namespace tg

@@ -1,0 +1,67 @@
+// Error provenance: an error raised during backward names the forward op that recorded the node
+// and the user's line that called it (std::source_location, always on).
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "autograd/node.h"
+#include "ops/ops.h"
+
+namespace {
+
+using tg::Tensor;
+
+// An op whose backward fails the way a shape bug would.
+Tensor broken_op(const Tensor& x,
+                 const std::source_location& where = std::source_location::current()) {
+  return tg::record("broken_op", x.detach().clone(), {x},
+                    [](const Tensor& dY) -> tg::Grads {
+                      throw tg::ShapeError("broken_op: cannot use " + dY.shape().str());
+                    },
+                    where);
+}
+
+TEST(Provenance, OpsRecordTheCallersLine) {
+  Tensor x = tg::ones({2, 3}).set_requires_grad();
+  const int line = __LINE__ + 1;
+  const Tensor y = tg::softmax(x);
+  const auto& where = y.impl().grad_fn->where;
+  EXPECT_EQ(static_cast<int>(where.line()), line);
+  EXPECT_NE(std::string(where.file_name()).find("provenance_test.cpp"), std::string::npos);
+}
+
+TEST(Provenance, BackwardErrorNamesOpAndLine) {
+  Tensor x = tg::ones({2, 3}).set_requires_grad();
+  const int line = __LINE__ + 1;
+  const Tensor y = broken_op(x);
+  const Tensor L = tg::sum_of_squares(tg::scale(y, 2.0));
+  try {
+    L.backward();
+    FAIL() << "backward should have thrown";
+  } catch (const tg::ShapeError& e) {  // the same type as thrown inside
+    const std::string m = e.what();
+    EXPECT_NE(m.find("broken_op: cannot use (2, 3)"), std::string::npos) << m;
+    EXPECT_NE(m.find("in the backward of 'broken_op'"), std::string::npos) << m;
+    EXPECT_NE(m.find("provenance_test.cpp:" + std::to_string(line)), std::string::npos) << m;
+  }
+  EXPECT_FALSE(x.grad().defined()) << "a failed backward must not leave a partial gradient";
+}
+
+TEST(Provenance, FreedGraphErrorNamesOpAndLine) {
+  Tensor x = tg::ones({2, 2}).set_requires_grad();
+  const int line = __LINE__ + 1;
+  const Tensor L = tg::sum_of_squares(x);
+  L.backward();
+  try {
+    L.backward();
+    FAIL() << "a second backward should have thrown";
+  } catch (const tg::GraphError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'sum_of_squares'"), std::string::npos) << m;
+    EXPECT_NE(m.find("provenance_test.cpp:" + std::to_string(line)), std::string::npos) << m;
+    EXPECT_NE(m.find("retain_graph=true"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
