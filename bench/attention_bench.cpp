@@ -23,10 +23,10 @@ Case read_case(const benchmark::State& st) {
 }
 
 template <class T>
-tg::CausalSelfAttention make_layer(const Case& c, tg::Rng& rng) {
+tg::CausalSelfAttention make_layer(const Case& c, tg::Rng& rng, bool fused = true) {
   tg::AttentionOptions o;
   o.heads = c.H;
-  o.need_weights = false;  // the fused op: what a user who wants speed runs
+  o.need_weights = !fused;  // fused: what a user who wants speed runs
   return tg::CausalSelfAttention(c.D, c.D, c.D, o, /*output_proj=*/true, rng, tg::dtype_of<T>(),
                                  1.0 / std::sqrt(double(c.D)));
 }
@@ -65,6 +65,24 @@ void BM_Attention_FwdBwd(benchmark::State& st) {
   set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
 }
 
+// The composed path (need_weights: A on the tape), for the memory comparison and to show what
+// the fused op saves.
+template <class T>
+void BM_AttentionComposed_FwdBwd(benchmark::State& st) {
+  const Case c = read_case(st);
+  tg::Rng rng(0);
+  const tg::CausalSelfAttention layer = make_layer<T>(c, rng, /*fused=*/false);
+  const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
+  const auto params = layer.parameters();
+  for (auto _ : st) {
+    for (const tg::Tensor& p : params) p.zero_grad();
+    const tg::Tensor L = tg::attention_loss(layer.forward(X).Y);
+    L.backward();
+    benchmark::DoNotOptimize(params[0].grad().data<T>());
+  }
+  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+}
+
 template <class T>
 void BM_AttentionBaseline_FwdBwd(benchmark::State& st) {
   const Case c = read_case(st);
@@ -86,5 +104,18 @@ BENCHMARK_TEMPLATE(BM_Attention_Fwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_Fwd, double)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, double)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_AttentionComposed_FwdBwd, float)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_AttentionComposed_FwdBwd, double)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_AttentionBaseline_FwdBwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_AttentionBaseline_FwdBwd, double)->Apply(sizes);
+
+// The memory case: peak RSS of one forward+backward, fused against composed (compare_pytorch.py
+// runs each alone in a fresh process and reads its maximum resident set).
+BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, float)
+    ->Args({1, 4096, 256, 4})
+    ->ArgNames({"B", "T", "D", "H"})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_AttentionComposed_FwdBwd, float)
+    ->Args({1, 4096, 256, 4})
+    ->ArgNames({"B", "T", "D", "H"})
+    ->Unit(benchmark::kMillisecond);
