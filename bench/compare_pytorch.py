@@ -9,7 +9,8 @@ eager path is the composed one (matmul, mask, softmax, matmul), as nanoGPT write
 
 PyTorch gets its best case on machines where fresh pages are expensive: its process runs with
 glibc's MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, so freed memory is kept and
-reused instead of being returned to the OS and faulted in again.
+reused instead of being returned to the OS and faulted in again. Debian's python3-torch calls
+the system BLAS: install libopenblas0-pthread, or it runs on the slow reference BLAS.
 
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--threads 1] [--min-time 0.5] [--cases all|small]
@@ -127,8 +128,12 @@ def main():
         raise SystemExit(f"compare_pytorch: no benchmark binary at {a.bench}; run ./build.sh first")
 
     cases = CASES if a.cases == "all" else CASES[:2]
+    blas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
     print(f"tapegrad vs PyTorch eager, {a.threads} thread(s) each; PyTorch with "
-          + ", ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
+          + ", ".join(f"{k}={v}" for k, v in TORCH_ENV.items()) + f"; system BLAS {blas}")
+    if "openblas" not in blas:
+        print("warning: PyTorch runs on the reference BLAS here; install libopenblas0-pthread "
+              "for a fair comparison")
     print("\n| case (B, T, D, H) | dtype | pass | tapegrad | PyTorch | PyTorch / tapegrad "
           "| baseline | tapegrad / baseline |")
     print("|---|---|---|---|---|---|---|---|")
