@@ -1,0 +1,240 @@
+// Bad input as a table: each row does one bad thing and names the error type it must raise and
+// fragments its message must hold (the op and the shapes). Then: a throw corrupts nothing.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "ops/ops.h"
+
+namespace {
+
+using tg::Tensor;
+using V = std::vector<double>;
+
+enum class Kind { Shape, Value, Graph };
+
+struct BadCase {
+  const char* name;
+  std::function<void()> run;
+  Kind kind;
+  std::vector<std::string> fragments;  // each must appear in what()
+};
+
+const char* kind_name(Kind k) {
+  return k == Kind::Shape ? "ShapeError" : k == Kind::Value ? "ValueError" : "GraphError";
+}
+
+bool is_kind(const tg::Error& e, Kind k) {
+  switch (k) {
+    case Kind::Shape: return dynamic_cast<const tg::ShapeError*>(&e) != nullptr;
+    case Kind::Value: return dynamic_cast<const tg::ValueError*>(&e) != nullptr;
+    case Kind::Graph: return dynamic_cast<const tg::GraphError*>(&e) != nullptr;
+  }
+  return false;
+}
+
+Tensor z(const tg::Shape& s, tg::Dtype d = tg::Dtype::f64) { return tg::zeros(s, d); }
+Tensor g(const tg::Shape& s) { return tg::zeros(s).set_requires_grad(); }
+constexpr tg::Dtype f32 = tg::Dtype::f32;
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<BadCase>& bad_cases() {
+  static const std::vector<BadCase> cases = {
+      // matmul
+      {"matmul_inner", [] { tg::matmul(z({3, 2}), z({3, 2})); }, Kind::Shape,
+       {"matmul: inner dimensions differ", "(3, 2) @ (3, 2)"}},
+      {"matmul_inner_transposed", [] { tg::matmul(z({3, 2}), z({2, 3}), true, false); },
+       Kind::Shape, {"matmul", "(3, 2)^T @ (2, 3)"}},
+      {"matmul_batch", [] { tg::matmul(z({2, 3, 4}), z({3, 4, 5})); }, Kind::Shape,
+       {"matmul", "batch", "(2, 3, 4) @ (3, 4, 5)"}},
+      {"matmul_rank1", [] { tg::matmul(z({3}), z({3, 2})); }, Kind::Shape,
+       {"matmul", "rank", "(3,) @ (3, 2)"}},
+      {"matmul_dtypes", [] { tg::matmul(z({2, 2}, f32), z({2, 2})); }, Kind::Value,
+       {"matmul", "float32", "float64"}},
+      // elementwise
+      {"add_no_broadcast", [] { tg::add(z({2, 3}), z({4})); }, Kind::Shape,
+       {"add", "(2, 3)", "(4,)"}},
+      {"sub_no_broadcast", [] { tg::sub(z({2, 3}), z({3, 2})); }, Kind::Shape,
+       {"sub", "(2, 3)", "(3, 2)"}},
+      {"mul_no_broadcast", [] { tg::mul(z({2, 3, 4}), z({2, 4})); }, Kind::Shape,
+       {"mul", "(2, 3, 4)", "(2, 4)"}},
+      {"add_dtypes", [] { tg::add(z({2}), z({2}, f32)); }, Kind::Value, {"add", "float32"}},
+      {"mul_undefined", [] { tg::mul(z({2}), Tensor()); }, Kind::Value, {"mul", "undefined"}},
+      // add_mask and causal_mask
+      {"add_mask_no_broadcast", [] { tg::add_mask(z({2, 3}), z({3, 3})); }, Kind::Shape,
+       {"add_mask", "(2, 3)", "(3, 3)"}},
+      {"add_mask_grows_input", [] { tg::add_mask(z({3, 3}), z({2, 3, 3})); }, Kind::Shape,
+       {"add_mask", "(2, 3, 3)", "(3, 3)"}},
+      {"add_mask_nan", [] { tg::add_mask(z({2, 2}), tg::from_vector({0, kNan}, {2})); },
+       Kind::Value, {"add_mask", "NaN"}},
+      {"add_mask_plus_inf", [] { tg::add_mask(z({2, 2}), tg::from_vector({kInf, 0}, {2})); },
+       Kind::Value, {"add_mask", "+inf"}},
+      {"add_mask_requires_grad", [] { tg::add_mask(z({2, 2}), g({2, 2})); }, Kind::Value,
+       {"add_mask", "(2, 2)", "require grad"}},
+      {"add_mask_dtypes", [] { tg::add_mask(z({2, 2}), tg::causal_mask(2, f32)); }, Kind::Value,
+       {"add_mask", "float32", "float64"}},
+      {"causal_mask_T0", [] { tg::causal_mask(0); }, Kind::Value, {"causal_mask", "0"}},
+      {"causal_mask_window", [] { tg::causal_mask(3, tg::Dtype::f64, -1); }, Kind::Value,
+       {"causal_mask", "window"}},
+      // reshape, permute, transpose
+      {"reshape_count", [] { tg::reshape(z({2, 3}), {4}); }, Kind::Shape,
+       {"reshape", "(2, 3)", "(4,)"}},
+      {"reshape_two_inferred", [] { tg::reshape(z({2, 3}), {-1, -1}); }, Kind::Shape,
+       {"reshape", "(-1, -1)"}},
+      {"reshape_not_divisible", [] { tg::reshape(z({2, 3}), {4, -1}); }, Kind::Shape,
+       {"reshape", "(2, 3)", "(4, -1)"}},
+      {"reshape_rank5", [] { tg::reshape(z({6}), {1, 1, 1, 1, 6}); }, Kind::Shape,
+       {"reshape", "rank"}},
+      {"permute_repeat", [] { tg::permute(z({2, 3, 4}), {0, 0, 1}); }, Kind::Shape,
+       {"permute", "(0, 0, 1)", "(2, 3, 4)"}},
+      {"permute_short", [] { tg::permute(z({2, 3, 4}), {1, 0}); }, Kind::Shape,
+       {"permute", "(1, 0)", "(2, 3, 4)"}},
+      {"permute_out_of_range", [] { tg::permute(z({2, 3}), {0, 2}); }, Kind::Shape,
+       {"permute", "(0, 2)", "(2, 3)"}},
+      {"transpose_rank1", [] { tg::transpose(z({3})); }, Kind::Shape, {"transpose", "(3,)"}},
+      // reductions, softmax, rope
+      {"sum_axis", [] { tg::sum(z({2, 3}), 2); }, Kind::Shape, {"sum", "axis 2", "(2, 3)"}},
+      {"sum_negative_axis", [] { tg::sum(z({2, 3}), -3); }, Kind::Shape, {"sum", "-3", "(2, 3)"}},
+      {"sum_axis_rank0", [] { tg::sum(tg::scalar(1), 0); }, Kind::Shape, {"sum", "()"}},
+      {"softmax_rank0", [] { tg::softmax(tg::scalar(1)); }, Kind::Shape, {"softmax", "()"}},
+      {"rope_rank1", [] { tg::rope(z({4})); }, Kind::Shape, {"rope", "(4,)"}},
+      {"rope_odd", [] { tg::rope(z({2, 3})); }, Kind::Shape, {"rope", "(2, 3)"}},
+      {"rope_base", [] { tg::rope(z({2, 2}), -1.0); }, Kind::Value, {"rope", "base"}},
+      {"scale_undefined", [] { tg::scale(Tensor(), 2.0); }, Kind::Value, {"scale", "undefined"}},
+      // causal_attention
+      {"causal_attention_qk",
+       [] { tg::causal_attention(z({2, 3, 4}), z({2, 3, 5}), z({2, 3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "(2, 3, 4)", "(2, 3, 5)"}},
+      {"causal_attention_v", [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({2, 4}), 1); },
+       Kind::Shape, {"causal_attention", "(3, 4)", "(2, 4)"}},
+      {"causal_attention_rank1", [] { tg::causal_attention(z({3}), z({3}), z({3}), 1); },
+       Kind::Shape, {"causal_attention", "(3,)"}},
+      {"causal_attention_dtypes",
+       [] { tg::causal_attention(z({3, 4}), z({3, 4}, f32), z({3, 4}), 1); }, Kind::Value,
+       {"causal_attention", "float32", "float64"}},
+      {"causal_attention_window",
+       [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({3, 4}), 1, -1); }, Kind::Value,
+       {"causal_attention", "window", "-1"}},
+      {"set_num_threads_0", [] { tg::set_num_threads(0); }, Kind::Value, {"set_num_threads", "0"}},
+      // broadcast_to, sum_to
+      {"broadcast_to_mismatch", [] { tg::broadcast_to(z({2, 3}), {3, 3}); }, Kind::Shape,
+       {"broadcast_to", "(2, 3)", "(3, 3)"}},
+      {"broadcast_to_smaller", [] { tg::broadcast_to(z({2, 3}), {3}); }, Kind::Shape,
+       {"broadcast_to", "(2, 3)", "(3,)"}},
+      {"sum_to_mismatch", [] { tg::sum_to(z({2, 3}), {4}); }, Kind::Shape,
+       {"sum_to", "(4,)", "(2, 3)"}},
+      {"sum_to_larger", [] { tg::sum_to(z({3}), {2, 3}); }, Kind::Shape,
+       {"sum_to", "(2, 3)", "(3,)"}},
+      // the tape
+      {"backward_twice",
+       [] {
+         const Tensor y = tg::sum_of_squares(g({2}));
+         y.backward();
+         y.backward();
+       },
+       Kind::Graph, {"backward", "sum_of_squares", "freed", "retain_graph"}},
+      {"backward_non_scalar", [] { tg::scale(g({2, 3}), 2.0).backward(); }, Kind::Graph,
+       {"backward", "(2, 3)", "scalar", "grad_output"}},
+      {"grad_output_shape", [] { tg::scale(g({2, 3}), 2.0).backward(z({3, 2})); }, Kind::Shape,
+       {"backward", "grad_output", "(3, 2)", "(2, 3)"}},
+      {"grad_output_dtype", [] { tg::scale(g({2, 3}), 2.0).backward(z({2, 3}, f32)); },
+       Kind::Value, {"backward", "float32", "float64"}},
+      {"backward_without_grad", [] { tg::sum_of_squares(z({2})).backward(); }, Kind::Graph,
+       {"backward", "does not require grad"}},
+      {"grad_input_without_grad", [] { tg::grad({tg::sum(g({2}))}, {z({2})}); }, Kind::Graph,
+       {"grad", "(2,)", "does not require grad"}},
+      {"set_requires_grad_non_leaf", [] { tg::scale(g({2}), 2.0).set_requires_grad(); },
+       Kind::Graph, {"set_requires_grad", "leaf", "scale"}},
+      {"set_grad_shape", [] { z({2}).set_grad(z({3})); }, Kind::Shape,
+       {"set_grad", "(3,)", "(2,)"}},
+      // tensor access
+      {"data_wrong_dtype", [] { z({2}).data<float>(); }, Kind::Value,
+       {"data", "float64", "float32"}},
+      {"item_non_scalar", [] { z({2, 3}).item(); }, Kind::Shape, {"item", "(2, 3)"}},
+      {"at_out_of_range", [] { z({2, 3}).at({1, 3}); }, Kind::Shape, {"at", "(2, 3)"}},
+      {"at_wrong_rank", [] { z({2, 3}).at({1}); }, Kind::Shape, {"at", "(2, 3)"}},
+      {"size_bad_axis", [] { z({2, 3}).size(2); }, Kind::Shape, {"size", "axis 2", "(2, 3)"}},
+      {"shape_rank5", [] { tg::Shape({1, 1, 1, 1, 1}); }, Kind::Shape, {"Shape", "rank 5"}},
+      {"shape_negative", [] { tg::Shape({2, -1}); }, Kind::Shape, {"Shape", "negative"}},
+      {"from_vector_count", [] { tg::from_vector({1, 2, 3}, {2, 2}); }, Kind::Shape,
+       {"from_vector", "3", "(2, 2)"}},
+      {"undefined_tensor", [] { Tensor().shape(); }, Kind::Value, {"undefined"}},
+  };
+  return cases;
+}
+
+TEST(BadInput, ThrowsTheRightErrorWithAClearMessage) {
+  for (const BadCase& c : bad_cases()) {
+    SCOPED_TRACE(c.name);
+    try {
+      c.run();
+      ADD_FAILURE() << "no exception; expected " << kind_name(c.kind);
+    } catch (const tg::Error& e) {
+      EXPECT_TRUE(is_kind(e, c.kind)) << "expected " << kind_name(c.kind) << ", got: " << e.what();
+      EXPECT_TRUE(dynamic_cast<const std::exception*>(&e) != nullptr);
+      const std::string m = e.what();
+      for (const std::string& f : c.fragments)
+        EXPECT_NE(m.find(f), std::string::npos) << "'" << f << "' not in: " << m;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a tg::Error: " << e.what();
+    } catch (...) {
+      ADD_FAILURE() << "not a std::exception";
+    }
+  }
+}
+
+TEST(BadInput, ErrorsAreStandardExceptionsToo) {
+  EXPECT_THROW(tg::matmul(z({3, 2}), z({3, 2})), std::invalid_argument);
+  EXPECT_THROW(tg::add_mask(z({2}), tg::from_vector({kNan}, {1})), std::invalid_argument);
+  EXPECT_THROW(tg::sum_of_squares(z({2})).backward(), std::runtime_error);
+}
+
+TEST(BadInput, ThrowingOpsLeaveTensorsAndGradsUnchanged) {
+  const Tensor x = tg::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+  const Tensor w = tg::from_vector({1, -1, 2}, {3});
+  tg::sum_of_squares(tg::mul(x, w)).backward();  // dx = 2 x w^2
+  const V grad = {2, 4, 24, 8, 10, 48}, value = {1, 2, 3, 4, 5, 6};
+  ASSERT_EQ(x.grad().to_vector(), grad);
+  EXPECT_THROW(tg::matmul(x, x), tg::ShapeError);
+  EXPECT_THROW(tg::add(x, z({2})), tg::ShapeError);
+  EXPECT_THROW(tg::add_mask(x, tg::from_vector({0, kNan, 0}, {3})), tg::ValueError);
+  EXPECT_THROW(tg::reshape(x, {4}), tg::ShapeError);
+  EXPECT_THROW(tg::mul(x, w).backward(), tg::GraphError);
+  EXPECT_THROW(tg::mul(x, w).backward(z({3, 2})), tg::ShapeError);
+  EXPECT_EQ(x.to_vector(), value);
+  EXPECT_EQ(w.to_vector(), V({1, -1, 2}));
+  EXPECT_EQ(x.grad().to_vector(), grad);
+  EXPECT_FALSE(w.grad().defined());
+  // The tape still works afterwards.
+  tg::sum_of_squares(tg::mul(x, w)).backward();
+  EXPECT_EQ(x.grad().to_vector(), V({4, 8, 48, 16, 20, 96}));
+}
+
+// A backward that fails halfway (an op returning a gradient of the wrong shape) commits nothing.
+TEST(BadInput, FailedBackwardLeavesGradsUnchanged) {
+  const Tensor x = tg::from_vector({1, 2}, {2}).set_requires_grad();
+  tg::sum_of_squares(x).backward();
+  const Tensor bad = tg::record("bad_shape", tg::scale(x.detach(), 2.0), {x},
+                                [](const Tensor&) -> tg::Grads { return {tg::zeros({3})}; });
+  // x reaches the loss twice: directly (a good gradient) and through the bad op.
+  const Tensor L = tg::add(tg::sum_of_squares(x), tg::sum_of_squares(bad));
+  try {
+    L.backward();
+    ADD_FAILURE() << "expected a GraphError";
+  } catch (const tg::GraphError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("bad_shape"), std::string::npos) << m;
+    EXPECT_NE(m.find("(3,)"), std::string::npos) << m;
+    EXPECT_NE(m.find("(2,)"), std::string::npos) << m;
+  }
+  EXPECT_EQ(x.grad().to_vector(), V({2, 4}));
+}
+
+}  // namespace

@@ -1,6 +1,8 @@
 // The checker itself: it passes correct ops, and each negative control (an op recorded with a
 // deliberately wrong backward) proves that it can fail, and says where.
 
+#include "autograd/gradcheck.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,15 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 
 namespace {
 
-using tg::Grads;
 using tg::GradcheckOptions;
+using tg::Grads;
 using tg::Tensor;
 
 GradcheckOptions quiet() {
@@ -109,8 +110,8 @@ TEST(Gradcheck, FailsSoftmaxBackwardWithoutSubtraction) {
 TEST(Gradcheck, NamesTheWorstEntry) {
   const Tensor A = tg::from_vector({1, 2, 3, 4, 5, 3}, {2, 3});
   const Tensor B = tg::from_vector({-1, 0.5, 2, 1, -3, 0.25}, {2, 3});
-  const auto r = tg::gradcheck(
-      [](const std::vector<Tensor>& v) { return bad_mul(v[0], v[1]); }, {A, B});
+  const auto r =
+      tg::gradcheck([](const std::vector<Tensor>& v) { return bad_mul(v[0], v[1]); }, {A, B});
   ASSERT_FALSE(r.passed);
   // dY(1,2)/dB(1,2) = A(1,2) = 3; the backward says 3.5.
   EXPECT_EQ(r.input, 1);
@@ -140,6 +141,22 @@ TEST(Gradcheck, FailsNonDeterministicBackward) {
   EXPECT_TRUE(tg::gradcheck(f, {randn({3}, 4)}, o).passed);
 }
 
+// A backward that returns NaN fails as a wrong value at a named entry, not as "non-deterministic"
+// (NaN != NaN must not trip the determinism check).
+TEST(Gradcheck, NanGradientFailsAsAValueNotAsNonDeterminism) {
+  const tg::ScalarFunction f = [](const std::vector<Tensor>& v) {
+    return tg::sum(
+        tg::record("nan_backward", tg::scale(v[0].detach(), 2.0), {v[0]},
+                   [](const Tensor& dY) -> Grads { return {tg::full(dY.shape(), std::nan(""))}; }));
+  };
+  const auto r = tg::gradcheck(f, {tg::from_vector({1, 2}, {2})});
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(r.deterministic) << r.message;
+  EXPECT_EQ(r.input, 0);
+  EXPECT_TRUE(std::isnan(r.analytical));
+  EXPECT_NE(r.message.find("nan"), std::string::npos) << r.message;
+}
+
 TEST(Gradcheck, FastModePassesCorrectAndFailsWrong) {
   GradcheckOptions o;
   o.fast_mode = true;
@@ -149,13 +166,13 @@ TEST(Gradcheck, FastModePassesCorrectAndFailsWrong) {
       {randn({2, 4}, 5), W}, o);
   EXPECT_TRUE(good.passed) << good.message;
   EXPECT_EQ(good.entries, 2);  // one projection per input
-  const auto bad = tg::gradcheck(
-      [](const std::vector<Tensor>& v) { return bad_softmax(v[0]); }, {randn({2, 4}, 3)}, o);
+  const auto bad = tg::gradcheck([](const std::vector<Tensor>& v) { return bad_softmax(v[0]); },
+                                 {randn({2, 4}, 3)}, o);
   EXPECT_FALSE(bad.passed) << bad.message;
   EXPECT_EQ(bad.element, -1);
   EXPECT_NE(bad.message.find("random projection"), std::string::npos) << bad.message;
-  const auto bad2 = tg::gradcheck(
-      [](const std::vector<Tensor>& v) { return bad_scale(v[0]); }, {randn({5}, 7)}, o);
+  const auto bad2 = tg::gradcheck([](const std::vector<Tensor>& v) { return bad_scale(v[0]); },
+                                  {randn({5}, 7)}, o);
   EXPECT_FALSE(bad2.passed) << bad2.message;
 }
 
@@ -176,7 +193,9 @@ TEST(Gradcheck, Float32ComputationCheckedInDouble) {
 }
 
 TEST(Gradcheck, SumOfSoftmaxIsVacuous) {
-  const tg::ScalarFunction f = [](const std::vector<Tensor>& v) { return tg::sum(tg::softmax(v[0])); };
+  const tg::ScalarFunction f = [](const std::vector<Tensor>& v) {
+    return tg::sum(tg::softmax(v[0]));
+  };
   const auto r = tg::gradcheck(f, {randn({2, 4}, 9)}, quiet());
   EXPECT_TRUE(r.vacuous);
   EXPECT_TRUE(r.passed);  // vacuously
@@ -220,8 +239,8 @@ TEST(Gradgradcheck, FailsBackwardNotWrittenWithOps) {
 }
 
 TEST(Gradgradcheck, FailsWrongFirstOrderBackward) {
-  const auto r = tg::gradgradcheck(
-      [](const std::vector<Tensor>& v) { return bad_softmax(v[0]); }, {randn({2, 3}, 15)});
+  const auto r = tg::gradgradcheck([](const std::vector<Tensor>& v) { return bad_softmax(v[0]); },
+                                   {randn({2, 3}, 15)});
   EXPECT_FALSE(r.passed) << r.message;
 }
 
@@ -239,7 +258,9 @@ TEST(Gradcheck, MultipleOutputsIndexTheFailingOne) {
 TEST(Gradcheck, RejectsBadOptionsAndUndefinedInputs) {
   GradcheckOptions o;
   o.eps = 0;
-  const tg::ScalarFunction f = [](const std::vector<Tensor>& v) { return tg::sum_of_squares(v[0]); };
+  const tg::ScalarFunction f = [](const std::vector<Tensor>& v) {
+    return tg::sum_of_squares(v[0]);
+  };
   EXPECT_THROW(tg::gradcheck(f, {randn({2}, 16)}, o), tg::ValueError);
   EXPECT_THROW(tg::gradcheck(f, {Tensor()}), tg::ValueError);
   EXPECT_THROW(tg::gradgradcheck(f, {Tensor()}), tg::ValueError);
@@ -248,8 +269,8 @@ TEST(Gradcheck, RejectsBadOptionsAndUndefinedInputs) {
 TEST(Gradcheck, LeavesGradModeAndInputsAlone) {
   const Tensor x = randn({2, 3}, 17);
   const auto before = x.to_vector();
-  const auto r = tg::gradgradcheck(
-      [](const std::vector<Tensor>& v) { return tg::softmax(v[0]); }, {x});
+  const auto r =
+      tg::gradgradcheck([](const std::vector<Tensor>& v) { return tg::softmax(v[0]); }, {x});
   EXPECT_TRUE(r.passed) << r.message;
   EXPECT_TRUE(tg::is_grad_enabled());
   EXPECT_EQ(x.to_vector(), before);

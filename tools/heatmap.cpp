@@ -11,10 +11,10 @@ std::string heatmap(const Tensor& A) {
   const int64_t R = A.size(0), C = A.size(1);
   const auto a = A.to_vector();
   std::string s = "      j:";
-  for (int64_t j = 0; j < C; ++j) s += (j < 10 ? " " : "") + std::to_string(j % 100);
+  for (int64_t j = 0; j < C; ++j) s.append(j < 10 ? " " : "").append(std::to_string(j % 100));
   s += "\n";
   for (int64_t i = 0; i < R; ++i) {
-    s += "  i=" + std::string(i < 10 ? " " : "") + std::to_string(i) + " |";
+    s.append("  i=").append(i < 10 ? " " : "").append(std::to_string(i)).append(" |");
     for (int64_t j = 0; j < C; ++j) {
       const double v = a[i * C + j];
       char c = '?';

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <limits>
+#include <string>
 
 #include "autograd/error.h"
 #include "tools/commands.h"
@@ -12,7 +14,30 @@
 int main(int argc, char** argv) {
   CLI::App app{"tapegrad: reverse-mode autodiff on Eigen, with causal self-attention checked "
                "against finite differences"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  // CLI11's own range text for "positive" prints a 300-digit bound; say it plainly.
+  const CLI::Validator positive_int(
+      [](std::string& v) {
+        try {
+          std::size_t used = 0;
+          if (std::stoll(v, &used) >= 1 && used == v.size()) return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be a positive integer, got '" + v + "'";
+      },
+      "INT >= 1");
+  const CLI::Validator positive_real(
+      [](std::string& v) {
+        try {
+          std::size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (x > 0 && x < std::numeric_limits<double>::infinity() && used == v.size())
+            return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be a positive number, got '" + v + "'";
+      },
+      "NUMBER > 0");
 
   app.add_subcommand("demo", "Walk through the self-attention lesson on its own example");
 
@@ -26,14 +51,14 @@ int main(int argc, char** argv) {
   att->add_option("--out", args.out_dir, "Folder to write Y.npy, A.npy, loss.npy, dX.npy, ...")
       ->required();
   att->add_option("--heads", args.options.heads, "Number of heads H (divides d_k and d_v)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   att->add_option("--window", args.options.window, "Sliding window of w positions (w >= 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_int);
   bool no_scale = false;
   att->add_flag("--no-scale", no_scale, "Drop the 1/sqrt(d) scale of the scores");
   att->add_flag("--rope", args.options.rope, "Rotary position embedding on Q and K");
   att->add_option("--rope-base", args.options.rope_base, "RoPE base (default 10000)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_real);
   att->add_option("--dtype", dtype, "Compute in f64 (default) or f32")
       ->check(CLI::IsMember({"f64", "f32"}));
 
@@ -47,6 +72,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (app.get_subcommands().empty()) {
+    std::cerr << "tapegrad: a subcommand is required: demo, attention or check (see tapegrad "
+                 "--help)\n";
+    return 2;
+  }
   try {
     if (app.got_subcommand("demo")) return tg::run_demo(std::cout);
     if (app.got_subcommand("check")) return tg::run_check(std::cout);
