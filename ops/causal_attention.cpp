@@ -38,12 +38,13 @@ void product(Dst& dst, const A& a, const B& b) {
     dst.noalias() = a * b;
 }
 
-// Runs body(n) for n in [0, N): in parallel over OpenMP threads when there is more than one
-// (batch, head) entry, directly otherwise (no thread-team start-up for one entry).
+// Runs body(n) for n in [0, N): in parallel over OpenMP threads when the work (about
+// N T^2 d multiply-adds) pays for starting a thread team, directly otherwise. Each entry is
+// computed the same way either way, so results do not depend on the thread count.
 template <class F>
-void for_each_entry(int64_t N, F&& body) {
-  if (N == 1) {
-    body(0);
+void for_each_entry(int64_t N, int64_t work, F&& body) {
+  if (N == 1 || work < (int64_t{1} << 18)) {
+    for (int64_t n = 0; n < N; ++n) body(n);
     return;
   }
 #pragma omp parallel for schedule(static)
@@ -210,7 +211,7 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
     const T* v = V.data<T>();
     T* o = O.data<T>();
     T* l = lse.data<T>();
-    for_each_entry(s.N, [&](int64_t n) {
+    for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
       forward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv, o + n * s.T * s.dv,
                      l + n * s.T, s, static_cast<T>(sc), window);
     });
@@ -237,7 +238,7 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
       const T* o = O.data<T>();
       const T* l = lse.data<T>();
       const T* d = dO.data<T>();
-      for_each_entry(s.N, [&](int64_t n) {
+      for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
         backward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv,
                         o + n * s.T * s.dv, l + n * s.T, d + n * s.T * s.dv,
                         dQ.data<T>() + n * s.T * s.d, dK.data<T>() + n * s.T * s.d,
