@@ -79,7 +79,7 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, 
     if (!t.defined() || !t.requires_grad()) continue;
     e.shape = t.shape();
     if (t.is_leaf())
-      e.leaf = t.impl_ptr(), e.to_leaf = true;
+      e.leaf = t.impl_ptr();
     else
       e.node = t.impl().grad_fn;
   }
@@ -217,8 +217,7 @@ class Run {
       bool needed = st.capture >= 0;
       for (int i = 0; i < (*it)->num_inputs && !needed; ++i) {
         const Edge& e = (*it)->next[i];
-        needed = (e.to_leaf && leaf_inputs.count(e.leaf.lock().get())) ||
-                 (e.node && state(e.node.get()).needed);
+        needed = (e.leaf && leaf_inputs.count(e.leaf.get())) || (e.node && state(e.node.get()).needed);
       }
       st.needed = needed;
     }
@@ -256,8 +255,8 @@ class Run {
           throw GraphError(std::string("backward of '") + n->op + "' (recorded at " +
                            where_str(*n) + ") returned a gradient of shape " + g.shape().str() +
                            " for input " + std::to_string(i) + " of shape " + e.shape.str());
-        if (e.to_leaf) {
-          if (auto leaf = e.leaf.lock(); leaf && g.defined()) stage(leaf, g);
+        if (e.leaf) {
+          if (g.defined()) accumulate(leaf_grads[e.leaf.get()], g);
           continue;
         }
         State& c = state(e.node.get());
@@ -268,17 +267,7 @@ class Run {
     }
   }
 
-  // Leaf gradients, staged here and committed at the end; the map keeps each leaf alive.
-  struct Staged {
-    std::shared_ptr<TensorImpl> leaf;
-    Tensor grad;
-  };
-  std::unordered_map<TensorImpl*, Staged> leaf_grads;
-  void stage(const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
-    Staged& st = leaf_grads[leaf.get()];
-    st.leaf = leaf;
-    accumulate(st.grad, g);
-  }
+  std::unordered_map<TensorImpl*, Tensor> leaf_grads;  // staged, committed at the end
 
  private:
   // Gives n a state in this pass; false when it already had one.
@@ -325,7 +314,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
   run.discover(roots);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k].is_leaf())
-      run.stage(outputs[k].impl_ptr(), seeds[k]);
+      accumulate(run.leaf_grads[outputs[k].impl_ptr().get()], seeds[k]);
     else
       accumulate(run.state(outputs[k].impl().grad_fn.get()).grad, seeds[k]);
   }
@@ -357,7 +346,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       const Tensor& x = (*inputs)[i];
       if (x.is_leaf()) {
         auto it = run.leaf_grads.find(x.impl_ptr().get());
-        if (it != run.leaf_grads.end()) captured[i] = it->second.grad;
+        if (it != run.leaf_grads.end()) captured[i] = it->second;
       }
       if (!captured[i].defined()) captured[i] = zeros(x.shape(), x.dtype());
     }
@@ -365,8 +354,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
   }
   // Commit the staged leaf gradients only now: an error above leaves every .grad() untouched.
   GradModeGuard mode(create_graph);
-  for (auto& [leaf, staged] : run.leaf_grads) {
-    const Tensor& g = staged.grad;
+  for (auto& [leaf, g] : run.leaf_grads) {
     if (!leaf->requires_grad) continue;
     auto& slot = leaf->grad;
     if (!slot) {

@@ -31,13 +31,10 @@ using Grads = std::array<Tensor, kMaxInputs>;
 using BackwardFn = std::function<Grads(const Tensor& dY, const Tensor& Y)>;
 
 struct Edge {
-  std::shared_ptr<Node> node;  // the input's own node, for a non-leaf input
-  // The input itself, for a requires_grad leaf. Weak: a leaf whose .grad() holds a recorded
-  // graph (create_graph) would otherwise keep itself alive through that graph.
-  std::weak_ptr<TensorImpl> leaf;
-  bool to_leaf = false;
-  Shape shape;  // the input's shape, to check what backward returns
-  bool active() const { return node || to_leaf; }
+  std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
+  std::shared_ptr<TensorImpl> leaf;  // the input itself, for a requires_grad leaf
+  Shape shape;                       // the input's shape, to check what backward returns
+  bool active() const { return node || leaf; }
 };
 
 class Node : public std::enable_shared_from_this<Node> {
