@@ -1,4 +1,6 @@
-// add_mask: Y = X + M (M constant, broadcast over leading axes);  dX = dY
+// add_mask: Y = X + M (M constant, broadcast over leading axes), except that Y = -inf exactly
+// where M = -inf whatever X holds there (a NaN in a masked score must not leak through the mask);
+//   dX = dY * keep, keep = (M != -inf): a masked entry does not depend on X
 
 #include "ops/add_mask.h"
 
@@ -7,6 +9,7 @@
 
 #include "autograd/node.h"
 #include "ops/elementwise.h"
+#include "ops/mul.h"
 
 namespace tg {
 
@@ -25,13 +28,29 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
         throw ValueError("add_mask: mask " + M.shape().str() + " holds " +
                          (std::isnan(m[i]) ? "NaN" : "+inf") + " at element " +
                          std::to_string(i) + "; use 0 and -inf");
-    return detail::broadcast_binary<T>("add_mask", X, M, [](auto x, auto y) { return x + y; });
+    const T ninf = -std::numeric_limits<T>::infinity();
+    return detail::broadcast_binary<T>("add_mask", X, M, [ninf](auto x, auto m) {
+      return (m == ninf).select(m, x + m);
+    });
   });
-  return record("add_mask", Y, {X}, [](const Tensor& dY) -> Grads { return {dY}; }, where);
+  if (!is_grad_enabled() || !X.requires_grad()) return Y;
+  const Tensor keep = dispatch(M.dtype(), [&]<class T>() {  // 1 where visible, 0 where masked
+      Tensor k(M.shape(), M.dtype());
+      const T* m = M.data<T>();
+      bool masked = false;
+      for (int64_t i = 0; i < M.numel(); ++i) {
+        k.data<T>()[i] = m[i] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);
+        masked = masked || k.data<T>()[i] == T(0);
+      }
+    return masked ? k : Tensor();
+  });
+  return record("add_mask", Y, {X}, [keep](const Tensor& dY) -> Grads {
+    return {keep.defined() ? mul(dY, keep) : dY};
+  }, where);
 }
 
 Tensor causal_mask(int64_t T, Dtype dtype, int64_t window) {
-  if (T < 1) throw ValueError("causal_mask: T must be at least 1, got " + std::to_string(T));
+  if (T < 0) throw ValueError("causal_mask: T must not be negative, got " + std::to_string(T));
   if (window < 0)
     throw ValueError("causal_mask: window must be at least 1 (or 0 for none), got " +
                      std::to_string(window));

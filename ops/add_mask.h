@@ -4,13 +4,14 @@
 
 namespace tg {
 /// x + mask for a constant mask (0 where allowed, -inf where masked) broadcast over x's leading
-/// axes, e.g. a (T, T) causal mask over (B, H, T, T) scores. Throws ShapeError when the mask does
+/// axes, e.g. a (T, T) causal mask over (B, H, T, T) scores. A masked entry is -inf whatever x
+/// holds there (even NaN), and its gradient is 0. Throws ShapeError when the mask does
 /// not broadcast to x's shape, ValueError when it holds NaN or +inf, has another dtype, or
 /// requires grad.
 Tensor add_mask(const Tensor& x, const Tensor& mask, const std::source_location& where = std::source_location::current());
 
 /// The (T, T) additive causal mask: 0 where j <= i, -inf above the diagonal. With window w > 0
 /// also -inf where j <= i - w, so row i sees the w positions i-w+1..i. Throws ValueError for
-/// T < 1 or w < 0.
+/// T < 0 or w < 0.
 Tensor causal_mask(int64_t T, Dtype dtype = Dtype::f64, int64_t window = 0);
 }  // namespace tg

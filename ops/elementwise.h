@@ -59,7 +59,7 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
           Eigen::Array<T, 1, 1> x, y;
           x(0) = pa[ia];
           y(0) = pb[ib];
-          po[k++] = f(x, y)(0);
+          po[k++] = Eigen::Array<T, 1, 1>(f(x, y))(0);
         }
   return out;
 }

@@ -22,7 +22,11 @@ Tensor softmax(const Tensor& X, const std::source_location& where) {
     for (int64_t r = 0; r < rows; ++r) {
       auto x = detail::CMapArr<T>(X.data<T>() + r * n, n);
       auto y = detail::MapArr<T>(Y.data<T>() + r * n, n);
-      const T mx = x.maxCoeff();
+      const T mx = x.template maxCoeff<Eigen::PropagateNaN>();
+      if (std::isnan(mx)) {  // NaN in, NaN out: the whole row, as IEEE arithmetic would have it
+        y.setConstant(std::numeric_limits<T>::quiet_NaN());
+        continue;
+      }
       if (mx == -std::numeric_limits<T>::infinity()) {
         y.setZero();
         continue;
