@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) in build/fuzz and runs each for a bounded
+# time on a copy of its seed corpus in fuzz/corpus/. Exits non-zero on any crash, leak, timeout
+# or sanitizer report; the reproducer is kept in build/fuzz/artifacts/.
+#   fuzz/run.sh [seconds per target, default 60]
+# Reproduce a finding:  build/fuzz/fuzz/<target> build/fuzz/artifacts/<target>-crash-...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs="${1:-60}"
+build=build/fuzz
+targets=(npy_fuzz attention_fuzz)
+
+# clang 19 (Debian 12's clang-19; see fuzz/clang.sh for why not the default clang 14).
+source fuzz/clang.sh
+
+mkdir -p "$build"
+if ! { CC="$TG_CC" CXX="$TG_CXX" cmake -S . -B "$build" -G Ninja \
+         -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_BUILD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF \
+         -DTAPEGRAD_BUILD_TOOLS=OFF -DTAPEGRAD_NATIVE=OFF &&
+       cmake --build "$build" --target "${targets[@]}"; } >"$build/build.log" 2>&1; then
+  cat "$build/build.log" >&2
+  exit 1
+fi
+
+# Scratch on tmpfs when there is one: attention_fuzz writes (and fsyncs) eight files per input.
+shm=/dev/shm
+[ -d "$shm" ] && [ -w "$shm" ] || shm="${TMPDIR:-/tmp}"
+work="$(mktemp -d "$shm/tapegrad_fuzz.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$build/artifacts"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export OMP_NUM_THREADS=1
+symbolizer="$(command -v llvm-symbolizer || true)"
+if [ -n "$symbolizer" ]; then
+  ASAN_OPTIONS+=":external_symbolizer_path=$symbolizer"
+  UBSAN_OPTIONS+=":external_symbolizer_path=$symbolizer"
+fi
+
+status=0
+for t in "${targets[@]}"; do
+  corpus="$work/$t-corpus"
+  cp -r "fuzz/corpus/${t%_fuzz}" "$corpus"
+  mkdir -p "$work/$t-tmp"
+  log="$build/artifacts/$t.log"
+  rc=0
+  TG_FUZZ_TMPDIR="$work/$t-tmp" "$build/fuzz/$t" "$corpus" \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -dict=fuzz/npy.dict -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
+    >"$log" 2>&1 || rc=$?
+  runs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log")"
+  units="$(find "$corpus" -type f | wc -l)"
+  if [ "$rc" -eq 0 ] && [ -n "$runs" ]; then
+    echo "$t: ok, $runs, corpus $units units"
+  else
+    echo "$t: FAILED (exit $rc), log $log:" >&2
+    grep -E "ERROR|BUG|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 >&2 || true
+    status=1
+  fi
+done
+exit "$status"
