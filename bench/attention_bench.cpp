@@ -49,11 +49,12 @@ void BM_Attention_Fwd(benchmark::State& st) {
   set_flops(st, attention_fwd_flops(c.B, c.T, c.D));
 }
 
+// Forward + backward of L = 0.5 * sum(Y^2) into every weight, fused or composed.
 template <class T>
-void BM_Attention_FwdBwd(benchmark::State& st) {
+void fwd_bwd(benchmark::State& st, bool fused) {
   const Case c = read_case(st);
   tg::Rng rng(0);
-  const tg::CausalSelfAttention layer = make_layer<T>(c, rng);
+  const tg::CausalSelfAttention layer = make_layer<T>(c, rng, fused);
   const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
   const auto params = layer.parameters();
   for (auto _ : st) {
@@ -65,22 +66,16 @@ void BM_Attention_FwdBwd(benchmark::State& st) {
   set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
 }
 
+template <class T>
+void BM_Attention_FwdBwd(benchmark::State& st) {
+  fwd_bwd<T>(st, /*fused=*/true);
+}
+
 // The composed path (need_weights: A on the tape), for the memory comparison and to show what
 // the fused op saves.
 template <class T>
 void BM_AttentionComposed_FwdBwd(benchmark::State& st) {
-  const Case c = read_case(st);
-  tg::Rng rng(0);
-  const tg::CausalSelfAttention layer = make_layer<T>(c, rng, /*fused=*/false);
-  const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
-  const auto params = layer.parameters();
-  for (auto _ : st) {
-    for (const tg::Tensor& p : params) p.zero_grad();
-    const tg::Tensor L = tg::attention_loss(layer.forward(X).Y);
-    L.backward();
-    benchmark::DoNotOptimize(params[0].grad().data<T>());
-  }
-  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+  fwd_bwd<T>(st, /*fused=*/false);
 }
 
 template <class T>
