@@ -2,6 +2,9 @@
 
 #include <bit>
 #include <cstdlib>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <new>
 #include <vector>
 
@@ -82,6 +85,9 @@ AllocatorStats allocator_stats() { return Cache::destroyed ? AllocatorStats{} : 
 
 void empty_cache() {
   if (!Cache::destroyed) cache().release_all();
+#ifdef __GLIBC__
+  malloc_trim(0);  // and what glibc kept of freed nodes and tensors: back to the OS for real
+#endif
 }
 
 }  // namespace tg

@@ -37,7 +37,7 @@ struct AllocatorStats {
 };
 
 AllocatorStats allocator_stats();
-/// Gives every cached buffer of this thread back to the OS.
+/// Gives every cached buffer of this thread back to the OS (and, with glibc, trims its heap).
 void empty_cache();
 
 }  // namespace tg
