@@ -14,7 +14,7 @@ case "$mode" in
 esac
 
 # Debian packages the build and the tests need; only the missing ones are installed.
-packages=(cmake ninja-build g++ libeigen3-dev libcli11-dev libgtest-dev libbenchmark-dev
+packages=(cmake ninja-build g++ libeigen3-dev libblis-openmp-dev libcli11-dev libgtest-dev libbenchmark-dev
           python3 python3-numpy)
 missing=()
 for p in "${packages[@]}"; do

@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/pool.h"
 #include "ops/add.h"
 
 namespace tg {
@@ -60,6 +61,8 @@ void Node::release() {
   drain(q);
 }
 
+std::shared_ptr<Node> make_node() { return detail::make_pooled<Node>(); }
+
 namespace detail {
 
 bool any_requires_grad(std::initializer_list<Tensor> inputs) {
@@ -96,7 +99,7 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, 
     out.impl().grad_fn = std::move(node);
     return out;
   }
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = detail::make_pooled<TensorImpl>();
   impl->shape = out.shape();
   impl->dtype = out.dtype();
   impl->storage = out.impl().storage;
@@ -236,7 +239,7 @@ class Run {
       if (dY.defined() && s.needed) {
         Tensor Y;
         if (n->saves_output) {
-          auto impl = std::make_shared<TensorImpl>();
+          auto impl = detail::make_pooled<TensorImpl>();
           impl->shape = n->output_shape;
           impl->dtype = n->output_dtype;
           impl->storage = n->output_storage;
@@ -369,7 +372,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
       dispatch(acc.dtype(), [&]<class T>() {
         T* a = acc.data<T>();
         const T* b = g.data<T>();
-        for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+        const int64_t n = acc.numel();
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) a[i] += b[i];
       });
     }
   }

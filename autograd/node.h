@@ -61,8 +61,8 @@ class Node : public std::enable_shared_from_this<Node> {
   void release();
 };
 
-/// Makes a node (one allocation).
-inline std::shared_ptr<Node> make_node() { return std::make_shared<Node>(); }
+/// Makes a node (one block, from the per-thread pool).
+std::shared_ptr<Node> make_node();
 
 namespace detail {
 bool any_requires_grad(std::initializer_list<Tensor> inputs);

@@ -17,19 +17,17 @@ void check_dims(int rank, const int64_t* d) {
 }
 }  // namespace
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
-
-Shape::Shape(const std::vector<int64_t>& dims) {
-  check_dims(static_cast<int>(dims.size()), dims.data());
-  rank_ = static_cast<int>(dims.size());
+Shape::Shape(const int64_t* dims, int rank) {
+  check_dims(rank, dims);
+  rank_ = rank;
   for (int i = 0; i < rank_; ++i) dims_[i] = dims[i];
 }
 
-int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
-  return n;
-}
+Shape::Shape(std::initializer_list<int64_t> dims)
+    : Shape(dims.begin(), static_cast<int>(dims.size())) {}
+
+Shape::Shape(const std::vector<int64_t>& dims)
+    : Shape(dims.data(), static_cast<int>(dims.size())) {}
 
 std::string Shape::str() const {
   std::string s = "(";
@@ -43,7 +41,7 @@ std::string Shape::str() const {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const int r = a.rank() > b.rank() ? a.rank() : b.rank();
-  std::vector<int64_t> out(r);
+  std::array<int64_t, kMaxRank> out{};
   for (int i = 0; i < r; ++i) {
     const int ia = a.rank() - r + i, ib = b.rank() - r + i;
     const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
@@ -52,15 +50,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
                        b.str());
     out[i] = da == 1 ? db : da;
   }
-  return Shape(out);
+  return Shape(out.data(), r);
 }
 
-int normalize_axis(int axis, const Shape& s, const char* op) {
-  const int r = s.rank();
-  if (axis < -r || axis >= r)
-    throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) +
-                     " is out of range for shape " + s.str());
-  return axis < 0 ? axis + r : axis;
+void throw_axis_error(int axis, const Shape& s, const char* op) {
+  throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) +
+                   " is out of range for shape " + s.str());
 }
 
 std::array<int64_t, kMaxRank> broadcast_strides(const Shape& s, const Shape& out) {

@@ -17,11 +17,17 @@ class Shape {
   /// Throws ShapeError for rank > 4 or a negative dimension.
   Shape(std::initializer_list<int64_t> dims);
   explicit Shape(const std::vector<int64_t>& dims);
+  /// The first `rank` entries of `dims`.
+  Shape(const int64_t* dims, int rank);
 
   int rank() const { return rank_; }
   int64_t operator[](int axis) const { return dims_[axis]; }
   int64_t& operator[](int axis) { return dims_[axis]; }
-  int64_t numel() const;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank_; ++i) n *= dims_[i];
+    return n;
+  }
   std::vector<int64_t> vec() const { return {dims_.begin(), dims_.begin() + rank_}; }
   /// "(3, 2)"; a scalar is "()".
   std::string str() const;
@@ -41,8 +47,14 @@ class Shape {
 /// numpy broadcasting of two shapes; throws ShapeError naming `op` when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
+[[noreturn]] void throw_axis_error(int axis, const Shape& s, const char* op);
+
 /// Turns a possibly negative axis into 0..rank-1; throws ShapeError naming `op` when out of range.
-int normalize_axis(int axis, const Shape& s, const char* op);
+inline int normalize_axis(int axis, const Shape& s, const char* op) {
+  const int r = s.rank();
+  if (axis < -r || axis >= r) throw_axis_error(axis, s, op);
+  return axis < 0 ? axis + r : axis;
+}
 
 /// Row-major strides in elements, 0 where the dimension broadcasts into `out` (rank of out).
 std::array<int64_t, kMaxRank> broadcast_strides(const Shape& s, const Shape& out);

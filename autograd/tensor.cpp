@@ -6,31 +6,22 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/pool.h"
 
 namespace tg {
 
-Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(std::make_shared<TensorImpl>()) {
+Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(detail::make_pooled<TensorImpl>()) {
   impl_->shape = shape;
   impl_->dtype = dtype;
-  impl_->storage = std::make_shared<Storage>(shape.numel() * dtype_size(dtype));
+  impl_->storage = detail::make_pooled<Storage>(shape.numel() * dtype_size(dtype));
 }
 
-TensorImpl& Tensor::impl() const {
-  if (!impl_) throw ValueError("Tensor: use of an undefined tensor");
-  return *impl_;
-}
+void Tensor::throw_undefined() { throw ValueError("Tensor: use of an undefined tensor"); }
 
-int64_t Tensor::size(int axis) const { return shape()[normalize_axis(axis, shape(), "size")]; }
-
-template <class T>
-T* Tensor::data() const {
-  if (dtype() != dtype_of<T>())
-    throw ValueError(std::string("Tensor::data: tensor is ") + dtype_name(dtype()) +
-                     ", asked for " + dtype_name(dtype_of<T>()));
-  return static_cast<T*>(impl().storage->data());
+void Tensor::throw_dtype_error(Dtype asked) const {
+  throw ValueError(std::string("Tensor::data: tensor is ") + dtype_name(dtype()) + ", asked for " +
+                   dtype_name(asked));
 }
-template float* Tensor::data<float>() const;
-template double* Tensor::data<double>() const;
 
 double Tensor::item() const {
   if (numel() != 1)
@@ -92,7 +83,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 Tensor Tensor::detach() const {
-  auto p = std::make_shared<TensorImpl>();
+  auto p = detail::make_pooled<TensorImpl>();
   p->shape = shape();
   p->dtype = dtype();
   p->storage = impl().storage;

@@ -38,13 +38,16 @@ class Tensor {
   const Shape& shape() const { return impl().shape; }
   int rank() const { return impl().shape.rank(); }
   /// Size of one axis; a negative axis counts from the end. Throws ShapeError when out of range.
-  int64_t size(int axis) const;
+  int64_t size(int axis) const { return shape()[normalize_axis(axis, shape(), "size")]; }
   int64_t numel() const { return impl().shape.numel(); }
   Dtype dtype() const { return impl().dtype; }
 
   /// Typed access to the elements; throws ValueError when T is not the tensor's dtype.
   template <class T>
-  T* data() const;
+  T* data() const {
+    if (dtype() != dtype_of<T>()) throw_dtype_error(dtype_of<T>());
+    return static_cast<T*>(impl().storage->data());
+  }
   /// The value of a one-element tensor, as double; throws ShapeError otherwise.
   double item() const;
   /// Element at a multi-index (rank entries), as double; throws ShapeError when out of range.
@@ -83,10 +86,15 @@ class Tensor {
   /// Prints the values row by row (for demos and failure messages).
   std::string str(int precision = 4) const;
 
-  TensorImpl& impl() const;
+  TensorImpl& impl() const {
+    if (!impl_) throw_undefined();
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  [[noreturn]] static void throw_undefined();
+  [[noreturn]] void throw_dtype_error(Dtype asked) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -17,7 +17,7 @@ source fuzz/clang.sh
 mkdir -p "$build"
 if ! { CC="$TG_CC" CXX="$TG_CXX" cmake -S . -B "$build" -G Ninja \
          -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_BUILD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF \
-         -DTAPEGRAD_BUILD_TOOLS=OFF -DTAPEGRAD_NATIVE=OFF &&
+         -DTAPEGRAD_BUILD_TOOLS=OFF -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BLAS=OFF &&
        cmake --build "$build" --target "${targets[@]}"; } >"$build/build.log" 2>&1; then
   cat "$build/build.log" >&2
   exit 1

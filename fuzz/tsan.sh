@@ -6,7 +6,8 @@
 # false races. With clang's libomp, Archer (libarcher.so, an OMPT tool shipped beside libomp)
 # tells TSan about OpenMP's synchronisation; libomp looks for it by name only, so it is named
 # with OMP_TOOL_LIBRARIES, and ARCHER_OPTIONS=verbose=1 makes it say so (checked below). No
-# suppression file, and OpenMP stays on (2 threads).
+# suppression file, and OpenMP stays on (2 threads). BLIS is off here (TAPEGRAD_BLAS=OFF): it is
+# built on gcc's libgomp, and one process must not hold two OpenMP runtimes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ flags="-fsanitize=thread -fno-omit-frame-pointer -gline-tables-only"
 mkdir -p "$build"
 if ! { CC="$TG_CC" CXX="$TG_CXX" cmake -S . -B "$build" -G Ninja \
          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_BUILD_TESTS=ON -DTAPEGRAD_BUILD_TOOLS=ON \
-         -DTAPEGRAD_NATIVE=OFF -DCMAKE_CXX_FLAGS="$flags" \
+         -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BLAS=OFF -DCMAKE_CXX_FLAGS="$flags" \
          -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" &&
        cmake --build "$build" --target thread_test; } >"$build/build.log" 2>&1; then
   cat "$build/build.log" >&2

@@ -27,10 +27,10 @@ void check_shapes(const char* model, const Tensor& X, const Tensor& W_Q, const T
                   const Tensor& W_V, const Tensor& W_O, int64_t heads, bool rope) {
   for (const Tensor* t : {&X, &W_Q, &W_K, &W_V})
     if (!t->defined()) throw ValueError(std::string(model) + ": X, W_Q, W_K and W_V are required");
-  std::string shapes = "X " + X.shape().str() + ", W_Q " + W_Q.shape().str() + ", W_K " +
-                       W_K.shape().str() + ", W_V " + W_V.shape().str();
-  if (W_O.defined()) shapes += ", W_O " + W_O.shape().str();
   auto fail = [&](const std::string& why) {
+    std::string shapes = "X " + X.shape().str() + ", W_Q " + W_Q.shape().str() + ", W_K " +
+                         W_K.shape().str() + ", W_V " + W_V.shape().str();
+    if (W_O.defined()) shapes += ", W_O " + W_O.shape().str();
     throw ShapeError(std::string(model) + ": " + why + ": " + shapes);
   };
   if (X.rank() != 2 && X.rank() != 3) fail("X must be (T, D) or (B, T, D)");

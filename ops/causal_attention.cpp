@@ -1,12 +1,14 @@
-// causal_attention, fused (FlashAttention's scheme, on the CPU):
-//   forward, per block of query rows i and key columns j (only blocks with a visible entry):
-//     S = Q_i K_j^T scale + M;  m' = max(m, rowmax S);  P = exp(S - m')
-//     l = l exp(m - m') + rowsum P;  acc = acc exp(m - m') + P V_j;  m = m'
-//     O_i = acc / l;  lse_i = m + log l                     (saved: lse, not the (T, T) weights)
-//   backward, with D_i = rowsum(dO_i * O_i) and P = exp(S - lse_i) recomputed per block:
-//     dV_j += P^T dO_i;  dP = dO_i V_j^T;  dS = P * (dP - D_i)
-//     dQ_i += dS K_j scale;  dK_j += dS^T Q_i scale
-//   Row i always sees itself (j = i), so l > 0 and lse is finite.
+// causal_attention, fused: the (T, T) weights are never formed. Per block of query rows i (64
+// at a time) and the keys they see, [lo, hi):
+//   forward:  S = Q_i K_lo:hi^T scale + M;  m = rowmax S;  P = exp(S - m);  l = rowsum P
+//             O_i = (P V_lo:hi) / l;  lse_i = m + log l      (saved: lse, not the weights)
+//   backward, with D_i = rowsum(dO_i * O_i) and P = exp(S - lse_i) recomputed:
+//             dV_lo:hi += P^T dO_i;  dP = dO_i V_lo:hi^T;  dS = P * (dP - D_i) scale
+//             dQ_i = dS K_lo:hi;  dK_lo:hi += dS^T Q_i
+// A row block's scores take (64, T) scratch per thread, so memory stays O(T d) per head, and
+// every product is one GEMM over all the keys the block sees (masked blocks are skipped whole;
+// only the diagonal block computes entries it then zeroes). Row i always sees itself, so l > 0
+// and lse is finite.
 
 #include "ops/causal_attention.h"
 
@@ -14,9 +16,11 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "autograd/node.h"
 #include "ops/add_mask.h"
+#include "ops/gemm.h"
 #include "ops/matmul.h"
 #include "ops/op_util.h"
 #include "ops/scale.h"
@@ -27,16 +31,6 @@ namespace tg {
 namespace {
 
 constexpr int64_t kBlock = 64;
-
-// dst = a * b: Eigen's blocked GEMM pays a fixed setup (and a malloc) that dominates tiny
-// products, so small ones use the coefficient-based product.
-template <class Dst, class A, class B>
-void product(Dst& dst, const A& a, const B& b) {
-  if (a.rows() * a.cols() * b.cols() <= 16 * 16 * 16)
-    dst.noalias() = a.lazyProduct(b);
-  else
-    dst.noalias() = a * b;
-}
 
 // Runs body(n) for n in [0, N): in parallel over OpenMP threads when the work (about
 // N T^2 d multiply-adds) pays for starting a thread team, directly otherwise. Each entry is
@@ -66,103 +60,98 @@ inline void key_range(int64_t i0, int64_t i1, int64_t window, int64_t& lo, int64
   lo = window > 0 ? std::max<int64_t>(0, i0 - window + 1) : 0;
 }
 
-// Sets S[r, c] (query i0 + r, key j0 + c) to -inf where the mask hides it.
-template <class T>
-void mask_block(Mat<T>& S, int64_t i0, int64_t j0, int64_t window) {
-  const T ninf = -std::numeric_limits<T>::infinity();
-  for (int64_t r = 0; r < S.rows(); ++r) {
-    const int64_t i = i0 + r;
-    for (int64_t c = 0; c < S.cols(); ++c) {
-      const int64_t j = j0 + c;
-      if (j > i || (window > 0 && j <= i - window)) S(r, c) = ninf;
-    }
-  }
+// The keys query i sees, as columns [c0, c1) of a block whose first key is lo.
+inline void visible(int64_t i, int64_t lo, int64_t window, int64_t& c0, int64_t& c1) {
+  c0 = (window > 0 ? std::max<int64_t>(lo, i - window + 1) : lo) - lo;
+  c1 = i + 1 - lo;
 }
 
-inline bool needs_mask(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t window) {
-  return j1 - 1 > i0 || (window > 0 && j0 <= i1 - 1 - window);
+// Per-thread scratch that keeps its buffer: no allocation (and no fresh pages) in a steady loop.
+// Aligned like Eigen's own buffers: a vectorised row sum then splits a row the same way on every
+// thread, which keeps the results identical for any thread count.
+template <class T>
+using Scratch = std::vector<T, Eigen::aligned_allocator<T>>;
+
+template <class T>
+T* scratch(Scratch<T>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
 }
 
 template <class T>
 void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s, T sc,
                  int64_t window) {
-  using CMap = Eigen::Map<const Mat<T>>;
-  thread_local Mat<T> S, acc;  // scratch, reused across calls (no allocation in a steady loop)
-  thread_local Vec<T> m, l, m_new;
+  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
+  thread_local Scratch<T> buf;
+  T* S = scratch(buf, std::min(kBlock, s.T) * s.T);
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
-    CMap Qi(q + i0 * s.d, br, s.d);
-    m.setConstant(br, -std::numeric_limits<T>::infinity());
-    l.setZero(br);
-    acc.setZero(br, s.dv);
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
-    for (int64_t j0 = lo - lo % kBlock; j0 < hi; j0 += kBlock) {
-      const int64_t j1 = std::min(s.T, j0 + kBlock), bc = j1 - j0;
-      product(S, Qi, CMap(k + j0 * s.d, bc, s.d).transpose());  // (br, bc)
-      S *= sc;
-      if (needs_mask(i0, i1, j0, j1, window)) mask_block(S, i0, j0, window);
-      m_new = m.cwiseMax(S.rowwise().maxCoeff());
-      for (int64_t r = 0; r < br; ++r) {
-        if (m_new(r) == -std::numeric_limits<T>::infinity()) {  // nothing visible yet
-          S.row(r).setZero();
-          continue;
-        }
-        const T alpha = std::exp(m(r) - m_new(r));  // exp(-inf) = 0 on the first block
-        S.row(r) = (S.row(r).array() - m_new(r)).exp();
-        for (int64_t c = 0; c < bc; ++c)  // masked entries: exactly 0, whatever exp returns
-          if (j0 + c > i0 + r || (window > 0 && j0 + c <= i0 + r - window)) S(r, c) = 0;
-        l(r) = l(r) * alpha + S.row(r).sum();
-        acc.row(r) *= alpha;
-      }
-      thread_local Mat<T> PV;
-      product(PV, S, CMap(v + j0 * s.dv, bc, s.dv));  // (br, dv)
-      acc += PV;
-      m = m_new;
+    const int64_t n = hi - lo;
+    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, S, n,
+                    sc);  // S = Q_i K^T scale
+    thread_local Vec<T> l;
+    l.resize(br);
+    for (int64_t r = 0; r < br; ++r) {
+      int64_t c0, c1;
+      visible(i0 + r, lo, window, c0, c1);
+      T* row = S + r * n;
+      RowArr(row, c0).setZero();  // hidden: exactly 0
+      RowArr(row + c1, n - c1).setZero();
+      RowArr p(row + c0, c1 - c0);
+      const T m = p.maxCoeff();
+      p = (p - m).exp();
+      l(r) = p.sum();
+      lse[i0 + r] = m + std::log(l(r));
     }
-    Eigen::Map<Mat<T>>(o + i0 * s.dv, br, s.dv) = acc.array().colwise() / l.array();
-    for (int64_t r = 0; r < br; ++r) lse[i0 + r] = m(r) + std::log(l(r));
+    detail::gemm<T>(S, br, n, n, false, v + lo * s.dv, n, s.dv, s.dv, false, o + i0 * s.dv,
+                    s.dv);  // O_i = P V, then / l
+    for (int64_t r = 0; r < br; ++r) RowArr(o + (i0 + r) * s.dv, s.dv) /= l(r);
   }
 }
 
 template <class T>
 void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout,
                   T* dq, T* dk, T* dv, const Dims& s, T sc, int64_t window) {
+  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
   using CMap = Eigen::Map<const Mat<T>>;
-  using Map = Eigen::Map<Mat<T>>;
-  Map dQ(dq, s.T, s.d), dK(dk, s.T, s.d), dV(dv, s.T, s.dv);
-  dQ.setZero();
-  dK.setZero();
-  dV.setZero();
+  Eigen::Map<Mat<T>>(dk, s.T, s.d).setZero();
+  Eigen::Map<Mat<T>>(dv, s.T, s.dv).setZero();
   // D_i = sum_c dO_ic O_ic
   thread_local Vec<T> D;
   D = (CMap(dout, s.T, s.dv).array() * CMap(o, s.T, s.dv).array()).rowwise().sum();
-  thread_local Mat<T> P, dP, tmp_v, tmp_q, tmp_k;
+  thread_local Scratch<T> buf;
+  const int64_t cap = std::min(kBlock, s.T) * s.T;
+  T* P = scratch(buf, 2 * cap);
+  T* dP = P + cap;
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
-    CMap Qi(q + i0 * s.d, br, s.d), dOi(dout + i0 * s.dv, br, s.dv);
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
-    for (int64_t j0 = lo - lo % kBlock; j0 < hi; j0 += kBlock) {
-      const int64_t j1 = std::min(s.T, j0 + kBlock), bc = j1 - j0;
-      CMap Kj(k + j0 * s.d, bc, s.d), Vj(v + j0 * s.dv, bc, s.dv);
-      product(P, Qi, Kj.transpose());  // (br, bc)
-      for (int64_t r = 0; r < br; ++r)
-        P.row(r).array() = (P.row(r).array() * sc - lse[i0 + r]).exp();
-      if (needs_mask(i0, i1, j0, j1, window)) {
-        for (int64_t r = 0; r < br; ++r)
-          for (int64_t c = 0; c < bc; ++c)
-            if (j0 + c > i0 + r || (window > 0 && j0 + c <= i0 + r - window)) P(r, c) = 0;
-      }
-      product(tmp_v, P.transpose(), dOi);  // (bc, dv)
-      dV.middleRows(j0, bc) += tmp_v;
-      product(dP, dOi, Vj.transpose());  // (br, bc)
-      dP = P.array() * (dP.array().colwise() - D.segment(i0, br).array()) * sc;  // dS scale
-      product(tmp_q, dP, Kj);  // (br, d)
-      dQ.middleRows(i0, br) += tmp_q;
-      product(tmp_k, dP.transpose(), Qi);  // (bc, d)
-      dK.middleRows(j0, bc) += tmp_k;
+    const int64_t n = hi - lo;
+    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, P, n,
+                    sc);  // S = Q_i K^T scale
+    for (int64_t r = 0; r < br; ++r) {
+      int64_t c0, c1;
+      visible(i0 + r, lo, window, c0, c1);
+      T* row = P + r * n;
+      RowArr(row, c0).setZero();
+      RowArr(row + c1, n - c1).setZero();
+      RowArr p(row + c0, c1 - c0);
+      p = (p - lse[i0 + r]).exp();
     }
+    detail::gemm<T>(P, br, n, n, true, dout + i0 * s.dv, br, s.dv, s.dv, false, dv + lo * s.dv,
+                    s.dv, T(1), T(1));  // dV += P^T dO_i
+    detail::gemm<T>(dout + i0 * s.dv, br, s.dv, s.dv, false, v + lo * s.dv, n, s.dv, s.dv, true,
+                    dP, n);  // dP = dO_i V^T
+    for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
+      RowArr ds(dP + r * n, n);
+      ds = RowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
+    }
+    detail::gemm<T>(dP, br, n, n, false, k + lo * s.d, n, s.d, s.d, false, dq + i0 * s.d, s.d);
+    detail::gemm<T>(dP, br, n, n, true, q + i0 * s.d, br, s.d, s.d, false, dk + lo * s.d, s.d,
+                    T(1), T(1));  // dK += dS^T Q_i
   }
 }
 

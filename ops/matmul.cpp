@@ -6,6 +6,7 @@
 #include "ops/matmul.h"
 
 #include "autograd/node.h"
+#include "ops/gemm.h"
 #include "ops/op_util.h"
 #include "ops/reshape.h"
 #include "ops/sum_to.h"
@@ -13,20 +14,6 @@
 namespace tg {
 
 namespace {
-
-template <class T>
-void gemm(const T* a, int64_t ra, int64_t ca, bool ta, const T* b, int64_t rb, int64_t cb,
-          bool tb, T* y) {
-  detail::CMapMat<T> A(a, ra, ca), B(b, rb, cb);
-  const int64_t M = ta ? ca : ra, N = tb ? rb : cb;
-  detail::MapMat<T> Y(y, M, N);
-  // Eigen's blocked GEMM has a fixed setup cost (and allocates); tiny products go coefficient-wise.
-  const bool tiny = M * N * (ta ? ra : ca) <= 16 * 16 * 16;
-  if (!ta && !tb) tiny ? Y.noalias() = A.lazyProduct(B) : Y.noalias() = A * B;
-  else if (ta && !tb) tiny ? Y.noalias() = A.transpose().lazyProduct(B) : Y.noalias() = A.transpose() * B;
-  else if (!ta && tb) tiny ? Y.noalias() = A.lazyProduct(B.transpose()) : Y.noalias() = A * B.transpose();
-  else tiny ? Y.noalias() = A.transpose().lazyProduct(B.transpose()) : Y.noalias() = A.transpose() * B.transpose();
-}
 
 std::string operand_str(const Tensor& t, bool tr) {
   return t.shape().str() + (tr ? "^T" : "");
@@ -44,21 +31,25 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
   if (K != Kb)
     throw ShapeError("matmul: inner dimensions differ: " + operand_str(A, ta) + " @ " +
                      operand_str(B, tb));
-  std::vector<int64_t> ba = A.shape().vec(), bb = B.shape().vec();
-  ba.resize(ba.size() - 2);
-  bb.resize(bb.size() - 2);
-  const Shape batch_a(ba), batch_b(bb);
-  Shape batch;
-  try {
-    batch = broadcast_shapes(batch_a, batch_b, "matmul");
-  } catch (const ShapeError&) {
-    throw ShapeError("matmul: batch axes do not broadcast: " + operand_str(A, ta) + " @ " +
-                     operand_str(B, tb));
+  int64_t dims[kMaxRank];
+  for (int i = 0; i < A.rank() - 2; ++i) dims[i] = A.shape()[i];
+  const Shape batch_a(dims, A.rank() - 2);
+  for (int i = 0; i < B.rank() - 2; ++i) dims[i] = B.shape()[i];
+  const Shape batch_b(dims, B.rank() - 2);
+  Shape batch = batch_a;
+  if (!(batch_a == batch_b)) {
+    try {
+      batch = broadcast_shapes(batch_a, batch_b, "matmul");
+    } catch (const ShapeError&) {
+      throw ShapeError("matmul: batch axes do not broadcast: " + operand_str(A, ta) + " @ " +
+                       operand_str(B, tb));
+    }
   }
-  std::vector<int64_t> dy = batch.vec();
-  dy.push_back(M);
-  dy.push_back(N);
-  Tensor Y(Shape(dy), A.dtype());
+  const int ry = batch.rank() + 2;  // at most 4: the batch is at most as long as A's or B's
+  for (int i = 0; i < batch.rank(); ++i) dims[i] = batch[i];
+  dims[ry - 2] = M;
+  dims[ry - 1] = N;
+  Tensor Y(Shape(dims, ry), A.dtype());
   dispatch(A.dtype(), [&]<class T>() {
     const T* pa = A.data<T>();
     const T* pb = B.data<T>();
@@ -69,7 +60,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
       return;
     }
     if (B.rank() == 2 && !ta) {  // (..., M, K) @ (K, N): one GEMM over all rows of A
-      gemm<T>(pa, A.numel() / ca, ca, false, pb, rb, cb, tb, py);
+      detail::gemm<T>(pa, A.numel() / ca, ca, false, pb, rb, cb, tb, py);
       return;
     }
     // One GEMM per batch entry; broadcast strides count whole matrices.
@@ -83,7 +74,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
         oa += k * sa[d];
         ob += k * sb[d];
       }
-      gemm<T>(pa + oa * ra * ca, ra, ca, ta, pb + ob * rb * cb, rb, cb, tb, py + i * M * N);
+      detail::gemm<T>(pa + oa * ra * ca, ra, ca, ta, pb + ob * rb * cb, rb, cb, tb, py + i * M * N);
     }
   });
   return record("matmul", Y, {A, B}, [A, B, ta, tb](const Tensor& dY) -> Grads {

@@ -18,7 +18,7 @@ std::string perm_str(const std::vector<int>& p) {
 Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_location& where) {
   detail::check_defined("permute", X, "input");
   const int r = X.rank();
-  std::vector<bool> seen(r, false);
+  std::array<bool, kMaxRank> seen{};
   bool ok = static_cast<int>(perm.size()) == r;
   for (int p : perm) {
     if (!ok || p < 0 || p >= r || seen[p]) {
@@ -31,9 +31,25 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
     throw ShapeError("permute: " + perm_str(perm) + " is not a permutation of the axes of " +
                      X.shape().str());
   const Shape& s = X.shape();
-  std::vector<int64_t> d(r);
+  int64_t d[kMaxRank];
   for (int i = 0; i < r; ++i) d[i] = s[perm[i]];
-  Tensor Y(Shape(d), X.dtype());
+  std::vector<int> inv(r);
+  for (int i = 0; i < r; ++i) inv[perm[i]] = i;
+  auto backward = [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; };
+  // When the axes longer than 1 keep their order, the elements do too: a view, no copy.
+  int last = -1;
+  bool in_order = true;
+  for (int i = 0; i < r && in_order; ++i)
+    if (d[i] != 1) {
+      in_order = perm[i] > last;
+      last = perm[i];
+    }
+  if (in_order) {
+    Tensor Y = X.detach();
+    Y.impl().shape = Shape(d, r);
+    return record("permute", Y, {X}, std::move(backward), where);
+  }
+  Tensor Y(Shape(d, r), X.dtype());
   // Input strides read in output-axis order, padded to four loops.
   std::array<int64_t, kMaxRank> in_stride{}, st{}, dims{1, 1, 1, 1};
   int64_t acc = 1;
@@ -61,9 +77,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
           }
         }
   });
-  std::vector<int> inv(r);
-  for (int i = 0; i < r; ++i) inv[perm[i]] = i;
-  return record("permute", Y, {X}, [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; }, where);
+  return record("permute", Y, {X}, std::move(backward), where);
 }
 
 }  // namespace tg
