@@ -165,6 +165,7 @@ class Run {
     int capture = -1;   // index of the non-leaf input whose gradient this node receives
   };
 
+  Run() { states_.reserve(64); }
   ~Run() {
     for (State& st : states_) st.node->slot = st.saved_slot;
   }
@@ -178,6 +179,7 @@ class Run {
   // when the graph was freed by an earlier backward.
   void discover(const std::vector<Node*>& roots) {
     std::vector<Node*> stack;
+    stack.reserve(64);
     for (Node* r : roots)
       if (visit(r)) stack.push_back(r);
     while (!stack.empty()) {

@@ -17,10 +17,9 @@ void check_dims(int rank, const int64_t* d) {
 }
 }  // namespace
 
-Shape::Shape(const int64_t* dims, int rank) {
+void Shape::throw_bad(const int64_t* dims, int rank) {
   check_dims(rank, dims);
-  rank_ = rank;
-  for (int i = 0; i < rank_; ++i) dims_[i] = dims[i];
+  throw ShapeError("Shape: invalid rank " + std::to_string(rank));
 }
 
 Shape::Shape(std::initializer_list<int64_t> dims)

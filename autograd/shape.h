@@ -18,7 +18,13 @@ class Shape {
   Shape(std::initializer_list<int64_t> dims);
   explicit Shape(const std::vector<int64_t>& dims);
   /// The first `rank` entries of `dims`.
-  Shape(const int64_t* dims, int rank);
+  Shape(const int64_t* dims, int rank) : rank_(rank) {
+    if (rank > kMaxRank || rank < 0) throw_bad(dims, rank);
+    for (int i = 0; i < rank; ++i) {
+      if (dims[i] < 0) throw_bad(dims, rank);
+      dims_[i] = dims[i];
+    }
+  }
 
   int rank() const { return rank_; }
   int64_t operator[](int axis) const { return dims_[axis]; }
@@ -40,6 +46,7 @@ class Shape {
   }
 
  private:
+  [[noreturn]] static void throw_bad(const int64_t* dims, int rank);
   std::array<int64_t, kMaxRank> dims_{};
   int rank_ = 0;
 };

@@ -1,8 +1,9 @@
 // causal_attention, fused: the (T, T) weights are never formed. Per block of query rows i (64
 // at a time) and the keys they see, [lo, hi):
-//   forward:  S = Q_i K_lo:hi^T scale + M;  m = rowmax S;  P = exp(S - m);  l = rowsum P
-//             O_i = (P V_lo:hi) / l;  lse_i = m + log l      (saved: lse, not the weights)
-//   backward, with D_i = rowsum(dO_i * O_i) and P = exp(S - lse_i) recomputed:
+//   forward:  S = Q_i K_lo:hi^T scale + M;  m = rowmax S;  l = rowsum exp(S - m)
+//             P = exp(S - m) / l;  O_i = P V_lo:hi;  lse_i = m + log l
+//             (saved: lse, and the blocks of P while they fit in weights_limit)
+//   backward, with D_i = rowsum(dO_i * O_i) and P kept or recomputed as exp(S - lse_i):
 //             dV_lo:hi += P^T dO_i;  dP = dO_i V_lo:hi^T;  dS = P * (dP - D_i) scale
 //             dQ_i = dS K_lo:hi;  dK_lo:hi += dS^T Q_i
 // A row block's scores take (64, T) scratch per thread, so memory stays O(T d) per head, and
@@ -15,6 +16,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <atomic>
 #include <limits>
 #include <vector>
 
@@ -78,12 +80,28 @@ T* scratch(Scratch<T>& buf, int64_t n) {
   return buf.data();
 }
 
+// Entries of the per-block weights of one (batch, head) entry: sum over row blocks of br x n.
+int64_t weights_per_entry(int64_t T, int64_t window) {
+  int64_t total = 0;
+  for (int64_t i0 = 0; i0 < T; i0 += kBlock) {
+    const int64_t i1 = std::min(T, i0 + kBlock);
+    int64_t lo, hi;
+    key_range(i0, i1, window, lo, hi);
+    total += (i1 - i0) * (hi - lo);
+  }
+  return total;
+}
+
+std::atomic<std::size_t> weights_limit{std::size_t{32} << 20};
+
+// O = softmax(S) V for one entry. With `keep`, the weights stay there, block after block (the
+// layout weights_per_entry counts), for the backward; else they live in per-thread scratch.
 template <class T>
-void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s, T sc,
+void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, const Dims& s, T sc,
                  int64_t window) {
   using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
   thread_local Scratch<T> buf;
-  T* S = scratch(buf, std::min(kBlock, s.T) * s.T);
+  T* S = keep ? keep : scratch(buf, std::min(kBlock, s.T) * s.T);
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
@@ -91,55 +109,70 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, const Dims& s
     const int64_t n = hi - lo;
     detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, S, n,
                     sc);  // S = Q_i K^T scale
-    thread_local Vec<T> l;
-    l.resize(br);
-    for (int64_t r = 0; r < br; ++r) {
+    for (int64_t r = 0; r < br; ++r) {  // P = softmax(S) over the visible keys, 0 elsewhere
       int64_t c0, c1;
       visible(i0 + r, lo, window, c0, c1);
       T* row = S + r * n;
-      RowArr(row, c0).setZero();  // hidden: exactly 0
+      RowArr(row, c0).setZero();
       RowArr(row + c1, n - c1).setZero();
       RowArr p(row + c0, c1 - c0);
       const T m = p.maxCoeff();
       p = (p - m).exp();
-      l(r) = p.sum();
-      lse[i0 + r] = m + std::log(l(r));
+      const T l = p.sum();
+      p /= l;
+      lse[i0 + r] = m + std::log(l);
     }
     detail::gemm<T>(S, br, n, n, false, v + lo * s.dv, n, s.dv, s.dv, false, o + i0 * s.dv,
-                    s.dv);  // O_i = P V, then / l
-    for (int64_t r = 0; r < br; ++r) RowArr(o + (i0 + r) * s.dv, s.dv) /= l(r);
+                    s.dv);  // O_i = P V
+    if (keep) S += br * n;
   }
 }
 
+// dQ, dK, dV of one entry; `kept` holds the forward's weights, or is null to recompute them.
 template <class T>
-void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv, const Dims& s, T sc, int64_t window) {
+void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* kept,
+                  const T* dout, T* dq, T* dk, T* dv, const Dims& s, T sc, int64_t window) {
   using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
-  using CMap = Eigen::Map<const Mat<T>>;
+  using CRowArr = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
   Eigen::Map<Mat<T>>(dk, s.T, s.d).setZero();
   Eigen::Map<Mat<T>>(dv, s.T, s.dv).setZero();
-  // D_i = sum_c dO_ic O_ic
+  // D_i = sum_c dO_ic O_ic, summed in the order (and with the multiply-adds) of the small
+  // products, so that a row with one visible key (P = 1, O_i = V_i) gets dP_ii - D_i = 0 exactly.
   thread_local Vec<T> D;
-  D = (CMap(dout, s.T, s.dv).array() * CMap(o, s.T, s.dv).array()).rowwise().sum();
+  D.resize(s.T);
+  for (int64_t i = 0; i < s.T; ++i) {
+    const T* a = dout + i * s.dv;
+    const T* b = o + i * s.dv;
+    T sum = T(0);
+    for (int64_t c = 0; c < s.dv; ++c) sum = detail::madd(a[c], b[c], sum);
+    D(i) = sum;
+  }
   thread_local Scratch<T> buf;
   const int64_t cap = std::min(kBlock, s.T) * s.T;
-  T* P = scratch(buf, 2 * cap);
-  T* dP = P + cap;
+  T* dP = scratch(buf, 2 * cap);
+  T* recomputed = dP + cap;
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
     const int64_t n = hi - lo;
-    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, P, n,
-                    sc);  // S = Q_i K^T scale
-    for (int64_t r = 0; r < br; ++r) {
-      int64_t c0, c1;
-      visible(i0 + r, lo, window, c0, c1);
-      T* row = P + r * n;
-      RowArr(row, c0).setZero();
-      RowArr(row + c1, n - c1).setZero();
-      RowArr p(row + c0, c1 - c0);
-      p = (p - lse[i0 + r]).exp();
+    const T* P = kept;
+    if (kept) {
+      kept += br * n;
+    } else {
+      T* Pw = recomputed;
+      detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, Pw, n,
+                      sc);  // S = Q_i K^T scale
+      for (int64_t r = 0; r < br; ++r) {  // P = exp(S - lse), 0 where hidden
+        int64_t c0, c1;
+        visible(i0 + r, lo, window, c0, c1);
+        T* row = Pw + r * n;
+        RowArr(row, c0).setZero();
+        RowArr(row + c1, n - c1).setZero();
+        RowArr p(row + c0, c1 - c0);
+        p = (p - lse[i0 + r]).exp();
+      }
+      P = Pw;
     }
     detail::gemm<T>(P, br, n, n, true, dout + i0 * s.dv, br, s.dv, s.dv, false, dv + lo * s.dv,
                     s.dv, T(1), T(1));  // dV += P^T dO_i
@@ -147,7 +180,7 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
                     dP, n);  // dP = dO_i V^T
     for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
       RowArr ds(dP + r * n, n);
-      ds = RowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
+      ds = CRowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
     }
     detail::gemm<T>(dP, br, n, n, false, k + lo * s.d, n, s.d, s.d, false, dq + i0 * s.d, s.d);
     detail::gemm<T>(dP, br, n, n, true, q + i0 * s.d, br, s.d, s.d, false, dk + lo * s.d, s.d,
@@ -194,19 +227,30 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
   std::vector<int64_t> lse_shape = Q.shape().vec();
   lse_shape.pop_back();
   Tensor lse(Shape(lse_shape), Q.dtype());
+  // The weights are kept for the backward when one is coming and they fit in the limit;
+  // otherwise the backward recomputes them from Q, K and lse.
+  const int64_t per_entry = weights_per_entry(s.T, window);
+  Tensor kept;
+  if (is_grad_enabled() && detail::any_requires_grad({Q, K, V}) &&
+      static_cast<double>(s.N) * per_entry * dtype_size(Q.dtype()) <=
+          static_cast<double>(weights_limit.load()))
+    kept = Tensor(Shape{s.N * per_entry}, Q.dtype());
   dispatch(Q.dtype(), [&]<class T>() {
     const T* q = Q.data<T>();
     const T* k = K.data<T>();
     const T* v = V.data<T>();
     T* o = O.data<T>();
     T* l = lse.data<T>();
+    T* w = kept.defined() ? kept.data<T>() : nullptr;
     for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
       forward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv, o + n * s.T * s.dv,
-                     l + n * s.T, s, static_cast<T>(sc), window);
+                     l + n * s.T, w ? w + n * per_entry : nullptr, s, static_cast<T>(sc),
+                     window);
     });
   });
   return record("causal_attention", O, {Q, K, V},
-                [Q, K, V, lse, sc, window, s](const Tensor& dO, const Tensor& O) -> Grads {
+                [Q, K, V, lse, kept, per_entry, sc, window, s](const Tensor& dO,
+                                                               const Tensor& O) -> Grads {
     if (is_grad_enabled()) {  // create_graph: differentiate the composed ops instead
       const Tensor ref = causal_attention_composed(Q, K, V, sc, window);
       std::vector<Tensor> in, g;
@@ -226,10 +270,12 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
       const T* v = V.data<T>();
       const T* o = O.data<T>();
       const T* l = lse.data<T>();
+      const T* w = kept.defined() ? kept.data<T>() : nullptr;
       const T* d = dO.data<T>();
       for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
         backward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv,
-                        o + n * s.T * s.dv, l + n * s.T, d + n * s.T * s.dv,
+                        o + n * s.T * s.dv, l + n * s.T, w ? w + n * per_entry : nullptr,
+                        d + n * s.T * s.dv,
                         dQ.data<T>() + n * s.T * s.d, dK.data<T>() + n * s.T * s.d,
                         dV.data<T>() + n * s.T * s.dv, s, static_cast<T>(sc), window);
       });
@@ -237,6 +283,11 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
     return {dQ, dK, dV};
   }, where);
 }
+
+namespace detail {
+void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
+std::size_t attention_weights_limit() { return weights_limit.load(); }
+}  // namespace detail
 
 void set_num_threads(int n) {
   if (n < 1) throw ValueError("set_num_threads: needs at least 1 thread, got " + std::to_string(n));

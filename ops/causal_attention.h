@@ -1,5 +1,6 @@
 #pragma once
 #include <source_location>
+#include <cstddef>
 #include <cstdint>
 
 #include "autograd/tensor.h"
@@ -8,11 +9,13 @@ namespace tg {
 /// Fused causal attention: O = softmax(Q K^T * scale + M) V, with M the causal mask (or a sliding
 /// window of `window` positions when window > 0), per leading (batch, head) entry. Q, K are
 /// (..., T, d), V is (..., T, d_v), all with the same leading axes (rank 2 to 4); O is
-/// (..., T, d_v). Computed block by block with an online softmax, it never holds the (T, T)
-/// weights: it saves only each row's log-sum-exp and recomputes the weights in backward, so its
-/// memory is O(T d). Masked blocks are skipped. Its backward is a fused kernel too; under
-/// create_graph it falls back to the composed ops, so grad-of-grad still works. Throws
-/// ShapeError (shapes that do not fit), ValueError (dtypes differ, window < 0).
+/// (..., T, d_v). Computed for 64 query rows at a time, it never forms the (T, T) weights with
+/// their masked part; masked blocks are skipped. For its backward (a fused kernel too) it keeps
+/// each row's log-sum-exp, and the visible weights only while they fit in
+/// detail::attention_weights_limit() bytes (32 MiB): beyond that the backward recomputes them,
+/// so memory stays O(T d) for long sequences. Under create_graph the backward falls back to the
+/// composed ops, so grad-of-grad still works. Throws ShapeError (shapes that do not fit),
+/// ValueError (dtypes differ, window < 0).
 Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
                         int64_t window = 0, const std::source_location& where = std::source_location::current());
 
@@ -20,6 +23,13 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
 /// reference the fused op is checked against, and its create_graph fallback.
 Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
                                  int64_t window = 0);
+
+namespace detail {
+/// The most bytes of attention weights causal_attention keeps for its backward (tests lower it
+/// to 0 to exercise the recomputing backward). Applies to every thread.
+void set_attention_weights_limit(std::size_t bytes);
+std::size_t attention_weights_limit();
+}  // namespace detail
 
 /// Threads for the parallel kernels (OpenMP over batch x heads and inside large GEMMs); results
 /// do not depend on it. Throws ValueError for n < 1.

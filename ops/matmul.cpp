@@ -15,6 +15,31 @@ namespace tg {
 
 namespace {
 
+// The backward of the common case, (..., M, K) @ (K, N) without transposed A, straight into
+// fresh buffers when no graph is being recorded (the ops below would give the same numbers).
+Grads backward_direct(const Tensor& A, const Tensor& B, bool tb, const Tensor& dY) {
+  Tensor dA, dB;
+  const int64_t rows = A.numel() / A.size(-1), K = A.size(-1), N = dY.size(-1);
+  const int64_t rb = B.size(0), cb = B.size(1);
+  dispatch(A.dtype(), [&]<class T>() {
+    const T* a = A.data<T>();
+    const T* b = B.data<T>();
+    const T* dy = dY.data<T>();
+    if (A.requires_grad()) {  // dA = dY B'^T
+      dA = Tensor(A.shape(), A.dtype());
+      detail::gemm<T>(dy, rows, N, false, b, rb, cb, !tb, dA.data<T>());
+    }
+    if (B.requires_grad()) {  // dB' = A^T dY over every row; dB = dB'^T when B' = B^T
+      dB = Tensor(B.shape(), B.dtype());
+      if (tb)
+        detail::gemm<T>(dy, rows, N, true, a, rows, K, false, dB.data<T>());
+      else
+        detail::gemm<T>(a, rows, K, true, dy, rows, N, false, dB.data<T>());
+    }
+  });
+  return {dA, dB};
+}
+
 std::string operand_str(const Tensor& t, bool tr) {
   return t.shape().str() + (tr ? "^T" : "");
 }
@@ -78,6 +103,8 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
     }
   });
   return record("matmul", Y, {A, B}, [A, B, ta, tb](const Tensor& dY) -> Grads {
+    if (!is_grad_enabled() && B.rank() == 2 && !ta && A.size(-1) > 0)
+      return backward_direct(A, B, tb, dY);
     Tensor dA, dB;
     if (A.requires_grad())
       dA = sum_to(ta ? matmul(B, dY, tb, true) : matmul(dY, B, false, !tb), A.shape());

@@ -250,7 +250,22 @@ void causal_attention_cases(Table& t) {
       return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
     };
   };
+  // The same op with no room to keep the weights: its backward recomputes them from lse.
+  auto recomputing = [](double sc, int64_t window) {
+    return [sc, window](const std::vector<Tensor>& x) {
+      struct Limit {
+        std::size_t saved = detail::attention_weights_limit();
+        Limit() { detail::set_attention_weights_limit(0); }
+        ~Limit() { detail::set_attention_weights_limit(saved); }
+      } limit;
+      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
+    };
+  };
   t.add("causal_attention", "single_head", {{4, 3}, {4, 3}, {4, 2}}, fused(1 / std::sqrt(3.0), 0));
+  t.add("causal_attention", "single_head_weights_recomputed", {{4, 3}, {4, 3}, {4, 2}},
+        recomputing(1 / std::sqrt(3.0), 0));
+  t.add("causal_attention", "rank4_window2_weights_recomputed",
+        {{2, 1, 3, 2}, {2, 1, 3, 2}, {2, 1, 3, 1}}, recomputing(0.6, 2));
   // T = 1: the weights are [[1]], so only V gets a gradient.
   t.add("causal_attention", "T1", {{1, 2}, {1, 2}, {1, 3}}, fused(0.7, 0));
   // Two (batch, head) entries: kept tiny, as each call over several entries starts an OpenMP
@@ -267,6 +282,8 @@ void causal_attention_cases(Table& t) {
   t.add("causal_attention", "T70_two_blocks", {{70, 2}, {70, 2}, {70, 1}}, fused(0.5, 0), fast);
   t.add("causal_attention", "T130_window3_skips_blocks", {{130, 1}, {130, 1}, {130, 1}},
         fused(1.0, 3), fast);
+  t.add("causal_attention", "T70_weights_recomputed", {{70, 2}, {70, 2}, {70, 1}},
+        recomputing(0.5, 0), fast);
   t.add("causal_attention", "composed_reference", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2)};
