@@ -100,14 +100,18 @@ template <class T>
 void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, const Dims& s, T sc,
                  int64_t window) {
   using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
-  thread_local Scratch<T> buf;
+  thread_local Scratch<T> buf, kt_buf;
   T* S = keep ? keep : scratch(buf, std::min(kBlock, s.T) * s.T);
+  // K^T (d, T), so that every score block is a product of untransposed operands (the faster
+  // kind in BLIS: 73 against 46 GFLOP/s at 64x256x64 in float).
+  T* kt = scratch(kt_buf, s.d * s.T);
+  Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>>(k, s.T, s.d).transpose();
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
     const int64_t n = hi - lo;
-    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, S, n,
+    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, kt + lo, s.d, n, s.T, false, S, n,
                     sc);  // S = Q_i K^T scale
     for (int64_t r = 0; r < br; ++r) {  // P = softmax(S) over the visible keys, 0 elsewhere
       int64_t c0, c1;
@@ -147,10 +151,15 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     for (int64_t c = 0; c < s.dv; ++c) sum = detail::madd(a[c], b[c], sum);
     D(i) = sum;
   }
-  thread_local Scratch<T> buf;
+  thread_local Scratch<T> buf, t_buf;
   const int64_t cap = std::min(kBlock, s.T) * s.T;
   T* dP = scratch(buf, 2 * cap);
   T* recomputed = dP + cap;
+  // V^T (d_v, T), and K^T (d, T) when the weights are recomputed: untransposed products.
+  T* vt = scratch(t_buf, (s.dv + (kept ? 0 : s.d)) * s.T);
+  T* kt = vt + s.dv * s.T;
+  Eigen::Map<Mat<T>>(vt, s.dv, s.T) = Eigen::Map<const Mat<T>>(v, s.T, s.dv).transpose();
+  if (!kept) Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>>(k, s.T, s.d).transpose();
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
@@ -161,7 +170,7 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
       kept += br * n;
     } else {
       T* Pw = recomputed;
-      detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, k + lo * s.d, n, s.d, s.d, true, Pw, n,
+      detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, kt + lo, s.d, n, s.T, false, Pw, n,
                       sc);  // S = Q_i K^T scale
       for (int64_t r = 0; r < br; ++r) {  // P = exp(S - lse), 0 where hidden
         int64_t c0, c1;
@@ -176,8 +185,8 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     }
     detail::gemm<T>(P, br, n, n, true, dout + i0 * s.dv, br, s.dv, s.dv, false, dv + lo * s.dv,
                     s.dv, T(1), T(1));  // dV += P^T dO_i
-    detail::gemm<T>(dout + i0 * s.dv, br, s.dv, s.dv, false, v + lo * s.dv, n, s.dv, s.dv, true,
-                    dP, n);  // dP = dO_i V^T
+    detail::gemm<T>(dout + i0 * s.dv, br, s.dv, s.dv, false, vt + lo, s.dv, n, s.T, false, dP,
+                    n);  // dP = dO_i V^T
     for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
       RowArr ds(dP + r * n, n);
       ds = CRowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
