@@ -98,6 +98,18 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
     return permute(reshape(P, {B, T, H, d / H}), {0, 2, 1, 3});
   };
   AttentionOutput out;
+  if (!o.need_weights && !o.rope) {
+    // The fused op reads the heads where the projections put them: no split, no merge copies.
+    // Q, K and V stay packed, (B, T, H d_h) (or (T, H d_h) for a 2-D X).
+    out.Q = matmul(X, W_Q);
+    out.K = matmul(X, W_K);
+    out.V = matmul(X, W_V);
+    const double sc = o.scale ? 1.0 / std::sqrt(static_cast<double>(d_k / H)) : 1.0;
+    Tensor Y = causal_attention_heads(out.Q, out.K, out.V, H, sc, o.window);  // (.., T, d_v)
+    out.Y = W_O.defined() ? matmul(Y, W_O) : Y;
+    out.W_O = W_O;
+    return out;
+  }
   out.Q = split_heads(matmul(X3, W_Q), d_k);  // (B, H, T, d_h)
   out.K = split_heads(matmul(X3, W_K), d_k);  // (B, H, T, d_h)
   out.V = split_heads(matmul(X3, W_V), d_v);  // (B, H, T, d_vh)

@@ -35,6 +35,9 @@ struct AttentionOptions {
 struct AttentionOutput {
   Tensor Y;    // (T, d_v) or (B, T, d_v)
   Tensor A;    // the attention weights (undefined when options.need_weights is false)
+  // The projections. Per head, (H, T, d_h) or (B, H, T, d_h) (single-head: (.., T, d)); but
+  // packed, (.., T, H d_h), from multi_head_attention with need_weights = false and no RoPE,
+  // where the fused op reads the heads in place.
   Tensor Q, K, V;
   Tensor W_O;  // the output projection used, undefined when none
 };

@@ -25,6 +25,8 @@
 #include "ops/gemm.h"
 #include "ops/matmul.h"
 #include "ops/op_util.h"
+#include "ops/permute.h"
+#include "ops/reshape.h"
 #include "ops/scale.h"
 #include "ops/softmax.h"
 
@@ -52,8 +54,13 @@ using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
 using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
+// N entries (batch x heads) of T rows; Q, K rows hold d values and V, O rows d_v, with row
+// strides ldq (Q, K) and ldv (V, O): d and d_v for (..., T, d) operands, H d and H d_v when H
+// heads are packed along the last axis. Entry n = b H + h starts at row b T, column h d.
 struct Dims {
-  int64_t N, T, d, dv;  // N = batch x heads
+  int64_t N, T, d, dv, H = 1, ldq = 0, ldv = 0;
+  int64_t q_off(int64_t n) const { return (n / H) * T * ldq + (n % H) * d; }
+  int64_t v_off(int64_t n) const { return (n / H) * T * ldv + (n % H) * dv; }
 };
 
 // Visible key range [lo, hi) of query rows [i0, i1): causal, and the window's left edge.
@@ -105,13 +112,13 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
   // K^T (d, T), so that every score block is a product of untransposed operands (the faster
   // kind in BLIS: 73 against 46 GFLOP/s at 64x256x64 in float).
   T* kt = scratch(kt_buf, s.d * s.T);
-  Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>>(k, s.T, s.d).transpose();
+  Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>(k, s.T, s.d, Eigen::OuterStride<>(s.ldq)).transpose();
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
     const int64_t n = hi - lo;
-    detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, kt + lo, s.d, n, s.T, false, S, n,
+    detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, S, n,
                     sc);  // S = Q_i K^T scale
     for (int64_t r = 0; r < br; ++r) {  // P = softmax(S) over the visible keys, 0 elsewhere
       int64_t c0, c1;
@@ -126,8 +133,8 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
       p /= l;
       lse[i0 + r] = m + std::log(l);
     }
-    detail::gemm<T>(S, br, n, n, false, v + lo * s.dv, n, s.dv, s.dv, false, o + i0 * s.dv,
-                    s.dv);  // O_i = P V
+    detail::gemm<T>(S, br, n, n, false, v + lo * s.ldv, n, s.dv, s.ldv, false, o + i0 * s.ldv,
+                    s.ldv);  // O_i = P V
     if (keep) S += br * n;
   }
 }
@@ -138,15 +145,16 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
                   const T* dout, T* dq, T* dk, T* dv, const Dims& s, T sc, int64_t window) {
   using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
   using CRowArr = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
-  Eigen::Map<Mat<T>>(dk, s.T, s.d).setZero();
-  Eigen::Map<Mat<T>>(dv, s.T, s.dv).setZero();
+  using SMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
+  SMap(dk, s.T, s.d, Eigen::OuterStride<>(s.ldq)).setZero();
+  SMap(dv, s.T, s.dv, Eigen::OuterStride<>(s.ldv)).setZero();
   // D_i = sum_c dO_ic O_ic, summed in the order (and with the multiply-adds) of the small
   // products, so that a row with one visible key (P = 1, O_i = V_i) gets dP_ii - D_i = 0 exactly.
   thread_local Vec<T> D;
   D.resize(s.T);
   for (int64_t i = 0; i < s.T; ++i) {
-    const T* a = dout + i * s.dv;
-    const T* b = o + i * s.dv;
+    const T* a = dout + i * s.ldv;
+    const T* b = o + i * s.ldv;
     T sum = T(0);
     for (int64_t c = 0; c < s.dv; ++c) sum = detail::madd(a[c], b[c], sum);
     D(i) = sum;
@@ -158,8 +166,8 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
   // V^T (d_v, T), and K^T (d, T) when the weights are recomputed: untransposed products.
   T* vt = scratch(t_buf, (s.dv + (kept ? 0 : s.d)) * s.T);
   T* kt = vt + s.dv * s.T;
-  Eigen::Map<Mat<T>>(vt, s.dv, s.T) = Eigen::Map<const Mat<T>>(v, s.T, s.dv).transpose();
-  if (!kept) Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>>(k, s.T, s.d).transpose();
+  Eigen::Map<Mat<T>>(vt, s.dv, s.T) = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>(v, s.T, s.dv, Eigen::OuterStride<>(s.ldv)).transpose();
+  if (!kept) Eigen::Map<Mat<T>>(kt, s.d, s.T) = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>(k, s.T, s.d, Eigen::OuterStride<>(s.ldq)).transpose();
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const int64_t i1 = std::min(s.T, i0 + kBlock), br = i1 - i0;
     int64_t lo, hi;
@@ -170,7 +178,7 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
       kept += br * n;
     } else {
       T* Pw = recomputed;
-      detail::gemm<T>(q + i0 * s.d, br, s.d, s.d, false, kt + lo, s.d, n, s.T, false, Pw, n,
+      detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, Pw, n,
                       sc);  // S = Q_i K^T scale
       for (int64_t r = 0; r < br; ++r) {  // P = exp(S - lse), 0 where hidden
         int64_t c0, c1;
@@ -183,17 +191,18 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
       }
       P = Pw;
     }
-    detail::gemm<T>(P, br, n, n, true, dout + i0 * s.dv, br, s.dv, s.dv, false, dv + lo * s.dv,
-                    s.dv, T(1), T(1));  // dV += P^T dO_i
-    detail::gemm<T>(dout + i0 * s.dv, br, s.dv, s.dv, false, vt + lo, s.dv, n, s.T, false, dP,
+    detail::gemm<T>(P, br, n, n, true, dout + i0 * s.ldv, br, s.dv, s.ldv, false,
+                    dv + lo * s.ldv, s.ldv, T(1), T(1));  // dV += P^T dO_i
+    detail::gemm<T>(dout + i0 * s.ldv, br, s.dv, s.ldv, false, vt + lo, s.dv, n, s.T, false, dP,
                     n);  // dP = dO_i V^T
     for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
       RowArr ds(dP + r * n, n);
       ds = CRowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
     }
-    detail::gemm<T>(dP, br, n, n, false, k + lo * s.d, n, s.d, s.d, false, dq + i0 * s.d, s.d);
-    detail::gemm<T>(dP, br, n, n, true, q + i0 * s.d, br, s.d, s.d, false, dk + lo * s.d, s.d,
-                    T(1), T(1));  // dK += dS^T Q_i
+    detail::gemm<T>(dP, br, n, n, false, k + lo * s.ldq, n, s.d, s.ldq, false, dq + i0 * s.ldq,
+                    s.ldq);  // dQ_i = dS K
+    detail::gemm<T>(dP, br, n, n, true, q + i0 * s.ldq, br, s.d, s.ldq, false, dk + lo * s.ldq,
+                    s.ldq, T(1), T(1));  // dK += dS^T Q_i
   }
 }
 
@@ -214,8 +223,43 @@ void check_inputs(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t win
   s.T = Q.size(-2);
   s.d = Q.size(-1);
   s.dv = V.size(-1);
-  s.N = s.T ? Q.numel() / (s.T * std::max<int64_t>(s.d, 1)) : 0;
-  if (s.d == 0) s.N = Q.numel() == 0 && s.T ? V.numel() / (s.T * std::max<int64_t>(s.dv, 1)) : 0;
+  s.ldq = s.d;
+  s.ldv = s.dv;
+  s.N = 1;
+  for (int a = 0; a < Q.rank() - 2; ++a) s.N *= Q.shape()[a];
+}
+
+// The packed layout: Q, K (..., T, H d) and V (..., T, H d_v).
+void check_packed(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t heads,
+                  int64_t window, Dims& s) {
+  detail::check_same_dtype("causal_attention_heads", Q, K);
+  detail::check_same_dtype("causal_attention_heads", Q, V);
+  auto shapes = [&] {
+    return Q.shape().str() + ", " + K.shape().str() + ", " + V.shape().str() + " with " +
+           std::to_string(heads) + " heads";
+  };
+  if (heads < 1)
+    throw ValueError("causal_attention_heads: heads must be at least 1, got " +
+                     std::to_string(heads));
+  if (Q.rank() < 2 || Q.rank() > 3 || Q.shape() != K.shape() || V.rank() != Q.rank())
+    throw ShapeError("causal_attention_heads: Q and K must be (T, H d) or (B, T, H d) and V "
+                     "(T, H d_v) or (B, T, H d_v), got " + shapes());
+  for (int a = 0; a < Q.rank() - 1; ++a)
+    if (Q.shape()[a] != V.shape()[a])
+      throw ShapeError("causal_attention_heads: Q, K and V must share B and T, got " + shapes());
+  if (Q.size(-1) % heads != 0 || V.size(-1) % heads != 0)
+    throw ShapeError("causal_attention_heads: the heads must divide the last axes, got " +
+                     shapes());
+  if (window < 0)
+    throw ValueError("causal_attention_heads: window must be at least 1 (0 for none), got " +
+                     std::to_string(window));
+  s.T = Q.size(-2);
+  s.H = heads;
+  s.ldq = Q.size(-1);
+  s.ldv = V.size(-1);
+  s.d = s.ldq / heads;
+  s.dv = s.ldv / heads;
+  s.N = (Q.rank() == 3 ? Q.size(0) : 1) * heads;
 }
 
 }  // namespace
@@ -228,14 +272,31 @@ Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor&
   return matmul(softmax(add_mask(S, causal_mask(s.T, Q.dtype(), window))), V);  // (.., T, d_v)
 }
 
-Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double sc,
-                        int64_t window, const std::source_location& where) {
-  Dims s{};
-  check_inputs(Q, K, V, window, s);
+namespace {
+
+// (B, T, H d) -> (B, H, T, d): head h's columns as an entry of its own (a copy).
+Tensor split_heads(const Tensor& P, int64_t heads) {
+  const bool batched = P.rank() == 3;
+  const int64_t B = batched ? P.size(0) : 1, T = P.size(-2), d = P.size(-1) / heads;
+  return permute(reshape(P, {B, T, heads, d}), {0, 2, 1, 3});
+}
+
+// The packed op from the composed ones: split the heads, attend, merge them back.
+Tensor packed_composed(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t heads,
+                       double sc, int64_t window) {
+  const Tensor O = causal_attention_composed(split_heads(Q, heads), split_heads(K, heads),
+                                             split_heads(V, heads), sc, window);  // (B, H, T, dv)
+  std::vector<int64_t> shape = V.shape().vec();
+  return reshape(permute(O, {0, 2, 1, 3}), shape);
+}
+
+// Runs the fused kernels over every entry, and records the backward (fused too; under
+// create_graph it differentiates `composed` instead).
+template <class Composed>
+Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, const Dims& s,
+             double sc, int64_t window, Composed composed, const std::source_location& where) {
   Tensor O(V.shape(), Q.dtype());
-  std::vector<int64_t> lse_shape = Q.shape().vec();
-  lse_shape.pop_back();
-  Tensor lse(Shape(lse_shape), Q.dtype());
+  Tensor lse(Shape{s.N * s.T}, Q.dtype());
   // The weights are kept for the backward when one is coming and they fit in the limit;
   // otherwise the backward recomputes them from Q, K and lse.
   const int64_t per_entry = weights_per_entry(s.T, window);
@@ -252,16 +313,16 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
     T* l = lse.data<T>();
     T* w = kept.defined() ? kept.data<T>() : nullptr;
     for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
-      forward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv, o + n * s.T * s.dv,
+      forward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
                      l + n * s.T, w ? w + n * per_entry : nullptr, s, static_cast<T>(sc),
                      window);
     });
   });
-  return record("causal_attention", O, {Q, K, V},
-                [Q, K, V, lse, kept, per_entry, sc, window, s](const Tensor& dO,
-                                                               const Tensor& O) -> Grads {
+  return record(op, O, {Q, K, V},
+                [Q, K, V, lse, kept, per_entry, sc, window, s, composed](const Tensor& dO,
+                                                                         const Tensor& O) -> Grads {
     if (is_grad_enabled()) {  // create_graph: differentiate the composed ops instead
-      const Tensor ref = causal_attention_composed(Q, K, V, sc, window);
+      const Tensor ref = composed(Q, K, V);
       std::vector<Tensor> in, g;
       for (const Tensor& t : {Q, K, V})
         if (t.requires_grad()) in.push_back(t);
@@ -281,16 +342,47 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
       const T* l = lse.data<T>();
       const T* w = kept.defined() ? kept.data<T>() : nullptr;
       const T* d = dO.data<T>();
+      T* dq = dQ.data<T>();
+      T* dk = dK.data<T>();
+      T* dv = dV.data<T>();
       for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
-        backward_one<T>(q + n * s.T * s.d, k + n * s.T * s.d, v + n * s.T * s.dv,
-                        o + n * s.T * s.dv, l + n * s.T, w ? w + n * per_entry : nullptr,
-                        d + n * s.T * s.dv,
-                        dQ.data<T>() + n * s.T * s.d, dK.data<T>() + n * s.T * s.d,
-                        dV.data<T>() + n * s.T * s.dv, s, static_cast<T>(sc), window);
+        backward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
+                        l + n * s.T, w ? w + n * per_entry : nullptr, d + s.v_off(n),
+                        dq + s.q_off(n), dk + s.q_off(n), dv + s.v_off(n), s, static_cast<T>(sc),
+                        window);
       });
     });
     return {dQ, dK, dV};
   }, where);
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double sc,
+                        int64_t window, const std::source_location& where) {
+  Dims s{};
+  check_inputs(Q, K, V, window, s);
+  return fused("causal_attention", Q, K, V, s, sc, window,
+               [sc, window](const Tensor& q, const Tensor& k, const Tensor& v) {
+                 return causal_attention_composed(q, k, v, sc, window);
+               }, where);
+}
+
+Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t heads,
+                              double sc, int64_t window, const std::source_location& where) {
+  Dims s{};
+  check_packed(Q, K, V, heads, window, s);
+  return fused("causal_attention_heads", Q, K, V, s, sc, window,
+               [heads, sc, window](const Tensor& q, const Tensor& k, const Tensor& v) {
+                 return packed_composed(q, k, v, heads, sc, window);
+               }, where);
+}
+
+Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const Tensor& V,
+                                       int64_t heads, double sc, int64_t window) {
+  Dims s{};
+  check_packed(Q, K, V, heads, window, s);
+  return packed_composed(Q, K, V, heads, sc, window);
 }
 
 namespace detail {

@@ -24,6 +24,20 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
 Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
                                  int64_t window = 0);
 
+/// The same attention for H heads packed along the last axis, as a multi-head layer's
+/// projections come: Q, K are (T, H d) or (B, T, H d), V is (..., T, H d_v), head h owning
+/// columns [h d, (h+1) d); O is (..., T, H d_v), head h's output in its columns. The kernels read
+/// the heads in place, so no transpose is copied either way. Throws ShapeError (shapes, or heads
+/// that do not divide the last axes), ValueError (dtypes differ, heads < 1, window < 0).
+Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t heads,
+                              double scale, int64_t window = 0,
+                              const std::source_location& where = std::source_location::current());
+
+/// causal_attention_heads from the composed ops (split the heads, attend, merge): its reference
+/// and its create_graph fallback.
+Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const Tensor& V,
+                                       int64_t heads, double scale, int64_t window = 0);
+
 namespace detail {
 /// The most bytes of attention weights causal_attention keeps for its backward (tests lower it
 /// to 0 to exercise the recomputing backward). Applies to every thread.

@@ -284,6 +284,23 @@ void causal_attention_cases(Table& t) {
         fused(1.0, 3), fast);
   t.add("causal_attention", "T70_weights_recomputed", {{70, 2}, {70, 2}, {70, 1}},
         recomputing(0.5, 0), fast);
+  // Heads packed along the last axis, read in place.
+  auto packed = [](int64_t heads, double sc, int64_t window) {
+    return [heads, sc, window](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{causal_attention_heads(x[0], x[1], x[2], heads, sc, window)};
+    };
+  };
+  t.add("causal_attention_heads", "two_heads_batched", {{2, 3, 4}, {2, 3, 4}, {2, 3, 6}},
+        packed(2, 0.7, 0));
+  t.add("causal_attention_heads", "three_heads_2d_window2", {{4, 3}, {4, 3}, {4, 3}},
+        packed(3, 1.0, 2));
+  t.add("causal_attention_heads", "one_head", {{3, 2}, {3, 2}, {3, 1}}, packed(1, 0.5, 0));
+  t.add("causal_attention_heads", "T70_two_heads_two_blocks", {{70, 2}, {70, 2}, {70, 4}},
+        packed(2, 0.6, 0), fast);
+  t.add("causal_attention_heads", "composed_reference", {{2, 3, 4}, {2, 3, 4}, {2, 3, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{causal_attention_heads_composed(x[0], x[1], x[2], 2, 0.8, 1)};
+        });
   t.add("causal_attention", "composed_reference", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2)};

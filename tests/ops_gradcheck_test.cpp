@@ -26,8 +26,8 @@ using tg::OpCase;
 
 // The op names of ops/ops.h: every one must have at least one case in the registry.
 const char* const kOpNames[] = {"add",    "add_mask", "broadcast_to",   "causal_attention",
-                                "matmul", "mul",      "permute",        "reshape",
-                                "rope",   "scale",    "softmax",        "sub",
+                                "causal_attention_heads", "matmul", "mul", "permute",
+                                "reshape", "rope",   "scale",    "softmax",        "sub",
                                 "sum",    "sum_to",   "sum_of_squares", "transpose"};
 
 const std::vector<OpCase>& registry() {
