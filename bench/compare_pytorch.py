@@ -12,7 +12,10 @@ mask, softmax, matmul), as nanoGPT writes it.
 PyTorch gets its best case on machines where fresh pages are expensive: its process runs with
 glibc's MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, so freed memory is kept and
 reused instead of being returned to the OS and faulted in again. Debian's python3-torch calls
-the system BLAS: install libopenblas0-pthread, or it runs on the slow reference BLAS.
+the system BLAS: install libopenblas0-pthread, or it runs on the slow reference BLAS. Its
+threads are capped with OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS too, since
+torch.set_num_threads does not reach OpenBLAS's pool; the last column shows the CPU time the
+PyTorch process used per second of wall time (about 1 for one thread).
 
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--threads 1] [--min-time 0.5] [--cases all|small] [--repeat 3]
@@ -61,18 +64,22 @@ def torch_worker(B, T, D, H, dtype, mode, threads, min_time):
 
     for _ in range(2):
         step()
-    n, start = 0, time.perf_counter()
+    n, start, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         step()
         n += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_time and n >= 3:
             break
-    print(json.dumps({"seconds": elapsed / n, "threads": torch.get_num_threads()}))
+    cores = (time.process_time() - cpu) / elapsed  # CPU time of every thread over wall time
+    print(json.dumps({"seconds": elapsed / n, "threads": torch.get_num_threads(), "cores": cores}))
 
 
 def run_torch(case, dtype, mode, threads, min_time):
-    env = dict(os.environ, **TORCH_ENV)
+    # torch.set_num_threads does not reach OpenBLAS's own thread pool: without these, PyTorch's
+    # matrix products run on every core whatever the thread count says.
+    env = dict(os.environ, **TORCH_ENV, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, __file__, "--torch-worker", *map(str, case), dtype, mode,
                           str(threads), str(min_time)], env=env, capture_output=True, text=True,
                          check=True)
@@ -139,17 +146,19 @@ def main():
         print("warning: PyTorch runs on the reference BLAS here; install libopenblas0-pthread "
               "for a fair comparison")
     print("\n| case (B, T, D, H) | dtype | pass | tapegrad | PyTorch | PyTorch / tapegrad "
-          "| baseline | tapegrad / baseline |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| baseline | tapegrad / baseline | PyTorch CPU / wall |")
+    print("|---|---|---|---|---|---|---|---|---|")
     results = {}
     for case in cases:
         for dtype in ("float", "double"):
             for mode in ("Fwd", "FwdBwd"):
-                tgs, pts, bs = [], [], []
+                tgs, pts, bs, cores = [], [], [], []
                 for _ in range(a.repeat):  # alternating, so both sides see the same machine
                     tgs.append(run_tapegrad(a.bench, name(f"Attention_{mode}", dtype, case),
                                             a.threads, a.min_time))
-                    pts.append(run_torch(case, dtype, mode, a.threads, a.min_time)["seconds"])
+                    r = run_torch(case, dtype, mode, a.threads, a.min_time)
+                    pts.append(r["seconds"])
+                    cores.append(r["cores"])
                     if mode == "FwdBwd":
                         bs.append(run_tapegrad(a.bench,
                                                name("AttentionBaseline_FwdBwd", dtype, case),
@@ -163,8 +172,8 @@ def main():
                     results[(case, dtype, mode, "baseline")] = b
                 results[(case, dtype, mode)] = (tg, pt)
                 print(f"| {case} | {dtype} | {mode.replace('FwdBwd', 'fwd+bwd').lower()} "
-                      f"| {fmt_time(tg)} | {fmt_time(pt)} | {pt / tg:.1f}x | {base} | {ratio_base} |",
-                      flush=True)
+                      f"| {fmt_time(tg)} | {fmt_time(pt)} | {pt / tg:.1f}x | {base} | {ratio_base} "
+                      f"| {max(cores):.2f} |", flush=True)
 
     print("\nTargets:")
     verdicts = []
