@@ -99,6 +99,24 @@ void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst
   }
 }
 
+// S = Q_i K^T scale for query rows [i0, i0 + br) against keys [lo, lo + n), K^T being kt (d, T);
+// hidden entries are set to exactly 0 and `visible_part` runs on each row's visible run.
+template <class T, class F>
+void score_block(const T* q, const T* kt, const Dims& s, int64_t i0, int64_t br, int64_t lo,
+                 int64_t n, T sc, int64_t window, T* S, F&& visible_part) {
+  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
+  detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, S, n, sc);
+  for (int64_t r = 0; r < br; ++r) {
+    int64_t c0, c1;
+    visible(i0 + r, lo, window, c0, c1);
+    T* row = S + r * n;
+    RowArr(row, c0).setZero();
+    RowArr(row + c1, n - c1).setZero();
+    RowArr p(row + c0, c1 - c0);
+    visible_part(r, p);
+  }
+}
+
 // Entries of the per-block weights of one (batch, head) entry: sum over row blocks of br x n.
 int64_t weights_per_entry(int64_t T, int64_t window) {
   int64_t total = 0;
@@ -118,7 +136,6 @@ std::atomic<std::size_t> weights_limit{std::size_t{32} << 20};
 template <class T>
 void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, const Dims& s, T sc,
                  int64_t window) {
-  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
   thread_local Scratch<T> buf, kt_buf;
   T* S = keep ? keep : scratch(buf, std::min(kBlock, s.T) * s.T);
   // K^T (d, T), so that every score block is a product of untransposed operands (the faster
@@ -130,21 +147,14 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
     int64_t lo, hi;
     key_range(i0, i1, window, lo, hi);
     const int64_t n = hi - lo;
-    detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, S, n,
-                    sc);  // S = Q_i K^T scale
-    for (int64_t r = 0; r < br; ++r) {  // P = softmax(S) over the visible keys, 0 elsewhere
-      int64_t c0, c1;
-      visible(i0 + r, lo, window, c0, c1);
-      T* row = S + r * n;
-      RowArr(row, c0).setZero();
-      RowArr(row + c1, n - c1).setZero();
-      RowArr p(row + c0, c1 - c0);
+    // P = softmax(S) over the visible keys, 0 elsewhere
+    score_block(q, kt, s, i0, br, lo, n, sc, window, S, [&](int64_t r, auto& p) {
       const T m = p.maxCoeff();
       p = (p - m).exp();
       const T l = p.sum();
       p /= l;
       lse[i0 + r] = m + std::log(l);
-    }
+    });
     detail::gemm<T>(S, br, n, n, false, v + lo * s.ldv, n, s.dv, s.ldv, false, o + i0 * s.ldv,
                     s.ldv);  // O_i = P V
     if (keep) S += br * n;
@@ -189,19 +199,10 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     if (kept) {
       kept += br * n;
     } else {
-      T* Pw = recomputed;
-      detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, Pw, n,
-                      sc);  // S = Q_i K^T scale
-      for (int64_t r = 0; r < br; ++r) {  // P = exp(S - lse), 0 where hidden
-        int64_t c0, c1;
-        visible(i0 + r, lo, window, c0, c1);
-        T* row = Pw + r * n;
-        RowArr(row, c0).setZero();
-        RowArr(row + c1, n - c1).setZero();
-        RowArr p(row + c0, c1 - c0);
-        p = (p - lse[i0 + r]).exp();
-      }
-      P = Pw;
+      // P = exp(S - lse), 0 where hidden
+      score_block(q, kt, s, i0, br, lo, n, sc, window, recomputed,
+                  [&](int64_t r, auto& p) { p = (p - lse[i0 + r]).exp(); });
+      P = recomputed;
     }
     detail::gemm<T>(P, br, n, n, true, dout + i0 * s.ldv, br, s.dv, s.ldv, false,
                     dv + lo * s.ldv, s.ldv, T(1), T(1));  // dV += P^T dO_i
