@@ -437,6 +437,12 @@ TEST(CliAttention, BadInputFailsCleanlyWithoutOutput) {
       {"inf in W_V", with("W_V.npy", 0, -inf), att(), 1, {"W_V.npy", "inf"}},
       {"too large for f32", with("X.npy", 3, 1e300), att({"--dtype", "f32"}), 1,
        {"X.npy", "float32"}},
+      {"projection overflows in float64",
+       [](const fs::path& in) {
+         with("X.npy", 0, 1e200)(in);
+         with("W_Q.npy", 0, 1e200)(in);
+       },
+       att(), 1, {"Q = X W_Q", "overflowed", "float64"}},
       {"overflow in float32", with("X.npy", 0, 1e30), att({"--dtype", "f32"}), 1,
        {"overflowed", "float32"}},
       {"--window 0", {}, att({"--window", "0"}), 2, {"--window"}},

@@ -90,6 +90,22 @@ std::vector<std::pair<std::string, Tensor>> compute(const AttentionArgs& args) {
   } catch (const ShapeError& e) {
     throw ShapeError("inputs in " + args.in_dir + " do not fit: " + e.what());
   }
+  // Finite inputs can still overflow (large values, or float32): refuse to write inf or NaN,
+  // and weights whose row lost every visible score to overflow (-inf everywhere gives zeros).
+  const std::string hint = "; the computation overflowed (inputs too large for " +
+                           std::string(dtype_name(dtype)) + "?)";
+  require_finite(out.Q, "Q = X W_Q", hint);
+  require_finite(out.K, "K = X W_K", hint);
+  require_finite(out.V, "V = X W_V", hint);
+  const std::vector<double> a = out.A.to_vector();
+  const int64_t T = out.A.size(-1);
+  for (std::size_t r = 0; r * T < a.size(); ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < T; ++j) sum += a[r * T + j];
+    if (!(sum > 0.5))
+      throw ValueError("A: row " + std::to_string(r) + " of the attention weights is all zero" +
+                       hint);
+  }
   const Tensor L = attention_loss(out.Y);  // 0.5 * sum(Y^2)
   L.backward();
 
@@ -107,9 +123,6 @@ std::vector<std::pair<std::string, Tensor>> compute(const AttentionArgs& args) {
       {"dW_V", grad_of(W_V)}};
   if (W_O.defined()) files.emplace_back("dW_O", grad_of(W_O));
 
-  // Finite inputs can still overflow (large values in float32): refuse to write inf or NaN.
-  const std::string hint = "; the computation overflowed (inputs too large for " +
-                           std::string(dtype_name(dtype)) + "?)";
   for (const auto& [name, t] : files) require_finite(t, name, hint);
   return files;
 }
