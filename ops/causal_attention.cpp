@@ -15,8 +15,8 @@
 
 #include <omp.h>
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <vector>
 

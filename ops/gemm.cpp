@@ -57,18 +57,11 @@ void tiny_rows(const T* __restrict a, int64_t ai, int64_t ak, const T* __restric
   }
 }
 
-// Tiny products (M N K <= kTiny), where any setup costs more than the arithmetic. A transposed
-// B is first copied the right way round (K N <= kTiny entries, since M >= 1).
+// Tiny products (M N K <= kTiny) with B untransposed (b is (K, N), row stride ldb), where any
+// setup costs more than the arithmetic; common row lengths get their own unrolled loop.
 template <class T>
-void tiny_product(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb, bool tb, T* y,
-                  int64_t ldy, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
-  T bt[kTiny];
-  if (tb && K > 0) {
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < N; ++j) bt[k * N + j] = b[j * ldb + k];
-    b = bt;
-    ldb = N;
-  }
+void tiny_product(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb, T* y, int64_t ldy,
+                  int64_t M, int64_t N, int64_t K, T alpha, T beta) {
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;  // A'(i, k) = a[i ai + k ak]
   switch (N) {
     case 1: return tiny_rows<T, 1>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
@@ -78,6 +71,18 @@ void tiny_product(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb, boo
     case 16: return tiny_rows<T, 16>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
     default: return tiny_rows<T, 0>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
   }
+}
+
+// The same with B transposed (b is (N, K)): copied the right way round first, into a buffer of
+// kTiny entries (K N <= kTiny since M >= 1) that only this path puts on the stack.
+template <class T>
+[[gnu::noinline]] void tiny_product_bt(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb,
+                                       T* y, int64_t ldy, int64_t M, int64_t N, int64_t K,
+                                       T alpha, T beta) {
+  T bt[kTiny];
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) bt[k * N + j] = b[j * ldb + k];
+  tiny_product(a, lda, ta, bt, N, y, ldy, M, N, K, alpha, beta);
 }
 
 }  // namespace
@@ -113,7 +118,10 @@ void gemm(const T* a, int64_t ra, int64_t ca, int64_t lda, bool ta, const T* b, 
   }
 #endif
   if (work <= kTiny) {  // K = 0 too: Y = beta Y
-    tiny_product(a, lda, ta, b, ldb, tb, y, ldy, M, N, K, alpha, beta);
+    if (tb && K > 0)
+      tiny_product_bt(a, lda, ta, b, ldb, y, ldy, M, N, K, alpha, beta);
+    else
+      tiny_product(a, lda, ta, b, ldb, y, ldy, M, N, K, alpha, beta);
     return;
   }
   CMap<T> A(a, ra, ca, Eigen::OuterStride<>(lda)), B(b, rb, cb, Eigen::OuterStride<>(ldb));
