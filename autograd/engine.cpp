@@ -2,8 +2,9 @@
 // million ops is fine), and the node lifetime rules that make freeing such a chain safe too.
 
 #include <algorithm>
+#include <memory>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -33,7 +34,7 @@ void drain(ReleaseQueue& q) {
     if (!q.closures.empty()) {
       BackwardFn f = std::move(q.closures.back());
       q.closures.pop_back();
-      f = nullptr;  // may queue more
+      f.reset();  // may queue more
     } else {
       std::shared_ptr<Node> n = std::move(q.nodes.back());
       q.nodes.pop_back();
@@ -42,20 +43,33 @@ void drain(ReleaseQueue& q) {
   }
   q.draining = false;
 }
+
+// Destroys a node's closure: in place when no drain is running (a node that frees then only
+// queues what it holds, drained right after), else queued for the drain that is.
+void drop_closure(BackwardFn& f, ReleaseQueue& q) {
+  if (!f) return;
+  if (q.draining) {
+    q.closures.push_back(std::move(f));
+    return;
+  }
+  q.draining = true;
+  f.reset();
+  q.draining = false;
+  drain(q);
+}
 }  // namespace
 
 Node::~Node() {
   ReleaseQueue& q = release_queue;
   for (Edge& e : next)
     if (e.node) q.nodes.push_back(std::move(e.node));
-  if (backward) q.closures.push_back(std::move(backward));
+  drop_closure(backward, q);
   drain(q);
 }
 
 void Node::release() {
   ReleaseQueue& q = release_queue;
-  if (backward) q.closures.push_back(std::move(backward));
-  backward = nullptr;
+  drop_closure(backward, q);
   output_storage.reset();
   released = true;
   drain(q);
@@ -71,9 +85,10 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   return false;
 }
 
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, BackwardFn fn,
-              bool saves_output, const std::source_location& where) {
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, bool saves_output,
+              const std::source_location& where, Node*& raw) {
   auto node = make_node();
+  raw = node.get();
   node->op = op;
   node->where = where;
   int i = 0;
@@ -87,7 +102,6 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, 
       e.node = t.impl().grad_fn;
   }
   node->num_inputs = i;
-  node->backward = std::move(fn);
   node->saves_output = saves_output;
   if (saves_output) node->output_storage = out.impl().storage;
   node->output_shape = out.shape();
@@ -151,37 +165,76 @@ Grads call_backward(Node& n, const Tensor& dY, const Tensor& Y) {
 // Adds g into the slot (undefined means zero so far).
 void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
-// One backward pass. Each reached node gets a State, found through Node::slot; the slots are
+// What one backward pass keeps: a state for each node it reaches and each leaf it feeds, and its
+// work lists. One per thread and nesting depth (a backward inside another one's closure gets
+// the next), kept with their capacity, so the passes of a steady loop allocate nothing.
+struct NodeState {
+  Node* node;
+  int saved_slot;      // the node's slot before this pass
+  Tensor grad;         // the summed incoming gradient
+  int waiting = 0;     // consumers still to come
+  bool needed = true;  // leads to a gradient we were asked for
+  int capture = -1;    // index of the non-leaf input whose gradient this node receives
+};
+struct LeafState {
+  TensorImpl* leaf;
+  Tensor grad;     // staged: committed to .grad() when the pass succeeds
+  int input = -1;  // index among tg::grad's inputs, or -1
+};
+struct Workspace {
+  std::vector<NodeState> nodes;
+  std::vector<LeafState> leaves;  // sorted by address once discovered
+  std::vector<Node*> roots, stack, ready, order;
+  std::vector<int> waiting;
+  std::vector<Tensor> seeds;
+};
+thread_local std::vector<std::unique_ptr<Workspace>> workspaces;
+thread_local std::size_t workspace_depth = 0;
+
+// One backward pass. Each reached node's state is found through Node::slot; the slots are
 // restored when the pass ends, so a backward that runs inside another one's closure (the fused
 // attention's create_graph fallback does) leaves the outer pass's bookkeeping intact.
 class Run {
  public:
-  struct State {
-    Node* node;
-    int saved_slot;     // the node's slot before this pass
-    Tensor grad;        // the summed incoming gradient
-    int waiting = 0;    // consumers still to come
-    bool needed = true;  // leads to a gradient we were asked for
-    int capture = -1;   // index of the non-leaf input whose gradient this node receives
-  };
-
-  Run() { states_.reserve(64); }
+  Run() {
+    if (workspace_depth == workspaces.size()) workspaces.push_back(std::make_unique<Workspace>());
+    w_ = workspaces[workspace_depth++].get();
+  }
   ~Run() {
-    for (State& st : states_) st.node->slot = st.saved_slot;
+    for (NodeState& st : w_->nodes) st.node->slot = st.saved_slot;
+    w_->nodes.clear();
+    w_->leaves.clear();
+    w_->seeds.clear();
+    --workspace_depth;
   }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
 
-  State& state(Node* n) { return states_[n->slot]; }
+  Workspace& work() { return *w_; }
+  NodeState& state(Node* n) { return w_->nodes[n->slot]; }
   bool reached(const Node* n) const {
-    return n->slot >= 0 && n->slot < static_cast<int>(states_.size()) && states_[n->slot].node == n;
+    return n->slot >= 0 && n->slot < static_cast<int>(w_->nodes.size()) &&
+           w_->nodes[n->slot].node == n;
+  }
+  // The state of a leaf this pass feeds (or that is an output); null for any other tensor.
+  LeafState* leaf(TensorImpl* t) {
+    auto it = std::lower_bound(w_->leaves.begin(), w_->leaves.end(), t,
+                               [](const LeafState& s, TensorImpl* p) { return s.leaf < p; });
+    return it != w_->leaves.end() && it->leaf == t ? &*it : nullptr;
   }
 
-  // Finds every node reachable from the roots and counts its consumers; throws before any work
-  // when the graph was freed by an earlier backward.
-  void discover(const std::vector<Node*>& roots) {
-    std::vector<Node*> stack;
-    stack.reserve(64);
-    for (Node* r : roots)
-      if (visit(r)) stack.push_back(r);
+  // Finds every node reachable from the roots, counts its consumers, and gives every leaf they
+  // feed (and the leaf outputs) a state; throws before any work when the graph was freed by an
+  // earlier backward.
+  void discover(std::span<const Tensor> outputs) {
+    std::vector<Node*>& stack = w_->stack;
+    stack.clear();
+    for (const Tensor& y : outputs) {
+      if (y.is_leaf())
+        w_->leaves.push_back(LeafState{y.impl_ptr().get(), Tensor(), -1});
+      else if (Node* r = y.impl().grad_fn.get(); visit(r))
+        stack.push_back(r);
+    }
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -191,23 +244,33 @@ class Run {
                          ") was freed by an earlier backward; pass retain_graph=true to the "
                          "first backward to go through it twice");
       for (int i = 0; i < n->num_inputs; ++i) {
-        Node* c = n->next[i].node.get();
+        const Edge& e = n->next[i];
+        if (e.leaf) w_->leaves.push_back(LeafState{e.leaf.get(), Tensor(), -1});
+        Node* c = e.node.get();
         if (!c) continue;
         const bool fresh = visit(c);
         ++state(c).waiting;
         if (fresh) stack.push_back(c);
       }
     }
+    auto& leaves = w_->leaves;
+    std::sort(leaves.begin(), leaves.end(),
+              [](const LeafState& a, const LeafState& b) { return a.leaf < b.leaf; });
+    leaves.erase(std::unique(leaves.begin(), leaves.end(),
+                             [](const LeafState& a, const LeafState& b) { return a.leaf == b.leaf; }),
+                 leaves.end());
   }
 
   // For tg::grad: marks the nodes on a path to a requested input; the rest never run.
-  void mark_needed(const std::vector<Node*>& roots,
-                   const std::unordered_map<TensorImpl*, int>& leaf_inputs) {
+  void mark_needed() {
     // Kahn's order puts every consumer before what it consumes; walk it backwards.
-    std::vector<int> waiting(states_.size());
-    for (std::size_t i = 0; i < states_.size(); ++i) waiting[i] = states_[i].waiting;
-    std::vector<Node*> order, ready;
-    for (Node* r : roots)
+    std::vector<int>& waiting = w_->waiting;
+    waiting.resize(w_->nodes.size());
+    for (std::size_t i = 0; i < w_->nodes.size(); ++i) waiting[i] = w_->nodes[i].waiting;
+    std::vector<Node*>&order = w_->order, &ready = w_->stack;
+    order.clear();
+    ready.clear();
+    for (Node* r : w_->roots)
       if (waiting[r->slot] == 0 && std::find(ready.begin(), ready.end(), r) == ready.end())
         ready.push_back(r);
     while (!ready.empty()) {
@@ -218,23 +281,29 @@ class Run {
         if (Node* c = n->next[i].node.get(); c && --waiting[c->slot] == 0) ready.push_back(c);
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      State& st = state(*it);
+      NodeState& st = state(*it);
       bool needed = st.capture >= 0;
       for (int i = 0; i < (*it)->num_inputs && !needed; ++i) {
         const Edge& e = (*it)->next[i];
-        needed = (e.leaf && leaf_inputs.count(e.leaf.get())) || (e.node && state(e.node.get()).needed);
+        needed = (e.leaf && leaf(e.leaf.get())->input >= 0) ||
+                 (e.node && state(e.node.get()).needed);
       }
       st.needed = needed;
     }
   }
 
-  void execute(std::vector<Node*> ready, bool retain_graph, bool create_graph,
-               std::vector<Tensor>* captured) {
+  void execute(bool retain_graph, bool create_graph, std::vector<Tensor>* captured) {
     GradModeGuard mode(create_graph);
+    std::vector<Node*>& ready = w_->ready;
+    ready.clear();
+    for (Node* r : w_->roots)
+      if (state(r).waiting == 0 && state(r).needed &&
+          std::find(ready.begin(), ready.end(), r) == ready.end())
+        ready.push_back(r);
     while (!ready.empty()) {
       Node* n = ready.back();
       ready.pop_back();
-      State& s = state(n);
+      NodeState& s = state(n);
       Tensor dY = std::move(s.grad);
       if (s.capture >= 0 && dY.defined()) (*captured)[s.capture] = dY;
       Grads grads;
@@ -261,10 +330,10 @@ class Run {
                            where_str(*n) + ") returned a gradient of shape " + g.shape().str() +
                            " for input " + std::to_string(i) + " of shape " + e.shape.str());
         if (e.leaf) {
-          if (g.defined()) accumulate(leaf_grads[e.leaf.get()], g);
+          if (g.defined()) accumulate(leaf(e.leaf.get())->grad, g);
           continue;
         }
-        State& c = state(e.node.get());
+        NodeState& c = state(e.node.get());
         if (!c.needed) continue;
         if (g.defined()) accumulate(c.grad, g);
         if (--c.waiting == 0) ready.push_back(e.node.get());
@@ -272,28 +341,29 @@ class Run {
     }
   }
 
-  std::unordered_map<TensorImpl*, Tensor> leaf_grads;  // staged, committed at the end
-
  private:
   // Gives n a state in this pass; false when it already had one.
   bool visit(Node* n) {
     if (reached(n)) return false;
-    states_.push_back(State{n, n->slot, Tensor(), 0, true, -1});
-    n->slot = static_cast<int>(states_.size()) - 1;
+    w_->nodes.push_back(NodeState{n, n->slot, Tensor(), 0, true, -1});
+    n->slot = static_cast<int>(w_->nodes.size()) - 1;
     return true;
   }
 
-  std::vector<State> states_;
+  Workspace* w_;
 };
 
-std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
-                                 const std::vector<Tensor>& grad_outputs, bool retain_graph,
+std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
+                                 std::span<const Tensor> grad_outputs, bool retain_graph,
                                  bool create_graph, const std::vector<Tensor>* inputs,
                                  const char* who) {
   if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
     throw ValueError(std::string(who) + ": " + std::to_string(outputs.size()) + " outputs but " +
                      std::to_string(grad_outputs.size()) + " grad_outputs");
-  std::vector<Tensor> seeds(outputs.size());
+  Run run;
+  Workspace& w = run.work();
+  std::vector<Tensor>& seeds = w.seeds;
+  seeds.resize(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& y = outputs[k];
     if (!y.defined()) throw ValueError(std::string(who) + ": an output is an undefined tensor");
@@ -312,14 +382,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
     }
   }
 
-  Run run;
-  std::vector<Node*> roots;
+  w.roots.clear();
   for (const Tensor& y : outputs)
-    if (!y.is_leaf()) roots.push_back(y.impl().grad_fn.get());
-  run.discover(roots);
+    if (!y.is_leaf()) w.roots.push_back(y.impl().grad_fn.get());
+  run.discover(outputs);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k].is_leaf())
-      accumulate(run.leaf_grads[outputs[k].impl_ptr().get()], seeds[k]);
+      accumulate(run.leaf(outputs[k].impl_ptr().get())->grad, seeds[k]);
     else
       accumulate(run.state(outputs[k].impl().grad_fn.get()).grad, seeds[k]);
   }
@@ -327,41 +396,36 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
   std::vector<Tensor> captured;
   if (inputs) {
     captured.resize(inputs->size());
-    std::unordered_map<TensorImpl*, int> leaf_inputs;
     for (std::size_t i = 0; i < inputs->size(); ++i) {
       const Tensor& x = (*inputs)[i];
       if (x.is_leaf()) {
-        leaf_inputs[x.impl_ptr().get()] = static_cast<int>(i);
+        if (LeafState* l = run.leaf(x.impl_ptr().get())) l->input = static_cast<int>(i);
       } else {
         // An input that does not lie below the outputs keeps a zero gradient.
-        if (Node* n = x.impl().grad_fn.get(); run.reached(n)) run.state(n).capture = static_cast<int>(i);
+        if (Node* n = x.impl().grad_fn.get(); run.reached(n))
+          run.state(n).capture = static_cast<int>(i);
       }
     }
-    run.mark_needed(roots, leaf_inputs);
+    run.mark_needed();
   }
-  std::vector<Node*> ready;
-  for (Node* r : roots)
-    if (run.state(r).waiting == 0 && run.state(r).needed &&
-        std::find(ready.begin(), ready.end(), r) == ready.end())
-      ready.push_back(r);
-  run.execute(std::move(ready), retain_graph, create_graph, inputs ? &captured : nullptr);
+  run.execute(retain_graph, create_graph, inputs ? &captured : nullptr);
 
   if (inputs) {
     for (std::size_t i = 0; i < inputs->size(); ++i) {
       const Tensor& x = (*inputs)[i];
-      if (x.is_leaf()) {
-        auto it = run.leaf_grads.find(x.impl_ptr().get());
-        if (it != run.leaf_grads.end()) captured[i] = it->second;
-      }
+      if (x.is_leaf())
+        if (LeafState* l = run.leaf(x.impl_ptr().get()); l && l->grad.defined())
+          captured[i] = l->grad;
       if (!captured[i].defined()) captured[i] = zeros(x.shape(), x.dtype());
     }
     return captured;
   }
   // Commit the staged leaf gradients only now: an error above leaves every .grad() untouched.
   GradModeGuard mode(create_graph);
-  for (auto& [leaf, g] : run.leaf_grads) {
-    if (!leaf->requires_grad) continue;
-    auto& slot = leaf->grad;
+  for (LeafState& l : w.leaves) {
+    if (!l.grad.defined() || !l.leaf->requires_grad) continue;
+    const Tensor& g = l.grad;
+    auto& slot = l.leaf->grad;
     if (!slot) {
       // g may share its buffer with a tensor the caller holds (grad_output, or a view of it):
       // then .grad() gets a copy, unless create_graph needs g's own place on the tape.
@@ -387,8 +451,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& outputs,
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
   // A recorded backward refers back to the forward nodes, so create_graph keeps the graph.
-  run_backward({*this}, {grad_output}, retain_graph || create_graph, create_graph, nullptr,
-               "backward");
+  run_backward(std::span(this, 1), std::span(&grad_output, 1), retain_graph || create_graph,
+               create_graph, nullptr, "backward");
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

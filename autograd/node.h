@@ -14,21 +14,16 @@
 // stays differentiable; a closure that takes only (dY) does not keep the output alive.
 
 #include <array>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <source_location>
 #include <type_traits>
 
+#include "autograd/backward_fn.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tensor.h"
 
 namespace tg {
-
-inline constexpr int kMaxInputs = 4;
-/// Gradients for an op's inputs, in order; undefined for an input that needs none.
-using Grads = std::array<Tensor, kMaxInputs>;
-using BackwardFn = std::function<Grads(const Tensor& dY, const Tensor& Y)>;
 
 struct Edge {
   std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
@@ -51,7 +46,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::source_location where;  // the user's call that recorded this node
   int slot = -1;  // this node's state in the backward pass now running (engine-private)
 
-  Node() = default;
+  Node() {}  // user-provided: make_shared does not zero the block before the initialisers
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   /// Hands edges and closure to a per-thread queue drained in a loop, so freeing a chain of a
@@ -66,8 +61,10 @@ std::shared_ptr<Node> make_node();
 
 namespace detail {
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, BackwardFn fn,
-              bool saves_output, const std::source_location& where);
+/// Makes the node of `out`, with edges to `inputs`, and returns `out` attached to it; `node` is
+/// set to the node, whose closure the caller then builds in place.
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, bool saves_output,
+              const std::source_location& where, Node*& node);
 }  // namespace detail
 
 /// Records `out` as made by `op` from `inputs` when grad mode is on and any input requires grad;
@@ -76,15 +73,15 @@ template <class F>
 Tensor record(const char* op, Tensor out, std::initializer_list<Tensor> inputs, F&& fn,
               const std::source_location& where = std::source_location::current()) {
   if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return out;
-  if constexpr (std::is_invocable_v<F, const Tensor&, const Tensor&>) {
-    return detail::attach(std::move(out), op, inputs, BackwardFn(std::forward<F>(fn)), true,
-                          where);
-  } else {
-    return detail::attach(
-        std::move(out), op, inputs,
-        [f = std::forward<F>(fn)](const Tensor& dY, const Tensor&) { return f(dY); }, false,
-        where);
-  }
+  constexpr bool takes_output = std::is_invocable_v<F, const Tensor&, const Tensor&>;
+  Node* node;
+  Tensor y = detail::attach(std::move(out), op, inputs, takes_output, where, node);
+  if constexpr (takes_output)
+    node->backward.emplace(std::forward<F>(fn));
+  else
+    node->backward.emplace(
+        [f = std::forward<F>(fn)](const Tensor& dY, const Tensor&) { return f(dY); });
+  return y;
 }
 
 /// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather

@@ -19,6 +19,9 @@ class Node;
 class Tensor;
 
 struct TensorImpl {
+  // User-provided, so that make_shared's value-initialisation runs the member initialisers
+  // alone instead of first zeroing the whole block.
+  TensorImpl() {}
   Shape shape;
   Dtype dtype = Dtype::f64;
   std::shared_ptr<Storage> storage;

@@ -15,6 +15,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -100,21 +101,39 @@ void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst
 }
 
 // S = Q_i K^T scale for query rows [i0, i0 + br) against keys [lo, lo + n), K^T being kt (d, T);
-// hidden entries are set to exactly 0 and `visible_part` runs on each row's visible run.
+// hidden entries are set to exactly 0 and `visible_part(r, row, len)` runs on each row's
+// visible run.
 template <class T, class F>
 void score_block(const T* q, const T* kt, const Dims& s, int64_t i0, int64_t br, int64_t lo,
                  int64_t n, T sc, int64_t window, T* S, F&& visible_part) {
-  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
   detail::gemm<T>(q + i0 * s.ldq, br, s.d, s.ldq, false, kt + lo, s.d, n, s.T, false, S, n, sc);
   for (int64_t r = 0; r < br; ++r) {
     int64_t c0, c1;
     visible(i0 + r, lo, window, c0, c1);
     T* row = S + r * n;
-    RowArr(row, c0).setZero();
-    RowArr(row + c1, n - c1).setZero();
-    RowArr p(row + c0, c1 - c0);
-    visible_part(r, p);
+    std::fill(row, row + c0, T(0));
+    std::fill(row + c1, row + n, T(0));
+    visible_part(r, row + c0, c1 - c0);
   }
+}
+
+// p = exp(p - m) / l with m = max p and l = sum exp(p - m) (Eigen's vectorised exp); returns
+// m + log l.
+template <class T>
+T softmax_row(T* p, int64_t len) {
+  Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> a(p, len);
+  const T m = a.maxCoeff();
+  a = (a - m).exp();
+  const T l = a.sum();
+  a /= l;
+  return m + std::log(l);
+}
+
+// p = exp(p - lse): the weights again, from the forward's log-sum-exp.
+template <class T>
+void exp_row(T* p, int64_t len, T lse) {
+  Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> a(p, len);
+  a = (a - lse).exp();
 }
 
 // Entries of the per-block weights of one (batch, head) entry: sum over row blocks of br x n.
@@ -148,13 +167,8 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
     key_range(i0, i1, window, lo, hi);
     const int64_t n = hi - lo;
     // P = softmax(S) over the visible keys, 0 elsewhere
-    score_block(q, kt, s, i0, br, lo, n, sc, window, S, [&](int64_t r, auto& p) {
-      const T m = p.maxCoeff();
-      p = (p - m).exp();
-      const T l = p.sum();
-      p /= l;
-      lse[i0 + r] = m + std::log(l);
-    });
+    score_block(q, kt, s, i0, br, lo, n, sc, window, S,
+                [&](int64_t r, T* p, int64_t len) { lse[i0 + r] = softmax_row(p, len); });
     detail::gemm<T>(S, br, n, n, false, v + lo * s.ldv, n, s.dv, s.ldv, false, o + i0 * s.ldv,
                     s.ldv);  // O_i = P V
     if (keep) S += br * n;
@@ -165,8 +179,6 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
 template <class T>
 void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, const T* kept,
                   const T* dout, T* dq, T* dk, T* dv, const Dims& s, T sc, int64_t window) {
-  using RowArr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
-  using CRowArr = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
   using SMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
   SMap(dk, s.T, s.d, Eigen::OuterStride<>(s.ldq)).setZero();
   SMap(dv, s.T, s.dv, Eigen::OuterStride<>(s.ldv)).setZero();
@@ -201,7 +213,7 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     } else {
       // P = exp(S - lse), 0 where hidden
       score_block(q, kt, s, i0, br, lo, n, sc, window, recomputed,
-                  [&](int64_t r, auto& p) { p = (p - lse[i0 + r]).exp(); });
+                  [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
       P = recomputed;
     }
     detail::gemm<T>(P, br, n, n, true, dout + i0 * s.ldv, br, s.dv, s.ldv, false,
@@ -209,8 +221,10 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
     detail::gemm<T>(dout + i0 * s.ldv, br, s.dv, s.ldv, false, vt + lo, s.dv, n, s.T, false, dP,
                     n);  // dP = dO_i V^T
     for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
-      RowArr ds(dP + r * n, n);
-      ds = CRowArr(P + r * n, n) * (ds - D(i0 + r)) * sc;
+      T* ds = dP + r * n;
+      const T* p = P + r * n;
+      const T Di = D(i0 + r);
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di) * sc;
     }
     detail::gemm<T>(dP, br, n, n, false, k + lo * s.ldq, n, s.d, s.ldq, false, dq + i0 * s.ldq,
                     s.ldq);  // dQ_i = dS K
@@ -309,22 +323,23 @@ template <class Composed>
 Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, const Dims& s,
              double sc, int64_t window, Composed composed, const std::source_location& where) {
   Tensor O(V.shape(), Q.dtype());
-  Tensor lse(Shape{s.N * s.T}, Q.dtype());
-  // The weights are kept for the backward when one is coming and they fit in the limit;
-  // otherwise the backward recomputes them from Q, K and lse.
+  // Saved for the backward, in one buffer: the row log-sum-exps, then (from a 64-byte boundary)
+  // the weights when one is coming and they fit in the limit; otherwise the backward
+  // recomputes them from Q, K and lse.
   const int64_t per_entry = weights_per_entry(s.T, window);
-  Tensor kept;
-  if (is_grad_enabled() && detail::any_requires_grad({Q, K, V}) &&
-      static_cast<double>(s.N) * per_entry * dtype_size(Q.dtype()) <=
-          static_cast<double>(weights_limit.load()))
-    kept = Tensor(Shape{s.N * per_entry}, Q.dtype());
+  const int64_t per_line = 64 / static_cast<int64_t>(dtype_size(Q.dtype()));
+  const int64_t lse_n = (s.N * s.T + per_line - 1) / per_line * per_line;
+  const bool keep = is_grad_enabled() && detail::any_requires_grad({Q, K, V}) &&
+                    static_cast<double>(s.N) * per_entry * dtype_size(Q.dtype()) <=
+                        static_cast<double>(weights_limit.load());
+  Tensor saved(Shape{lse_n + (keep ? s.N * per_entry : 0)}, Q.dtype());
   dispatch(Q.dtype(), [&]<class T>() {
     const T* q = Q.data<T>();
     const T* k = K.data<T>();
     const T* v = V.data<T>();
     T* o = O.data<T>();
-    T* l = lse.data<T>();
-    T* w = kept.defined() ? kept.data<T>() : nullptr;
+    T* l = saved.data<T>();
+    T* w = keep ? l + lse_n : nullptr;
     for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
       forward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
                      l + n * s.T, w ? w + n * per_entry : nullptr, s, static_cast<T>(sc),
@@ -332,8 +347,8 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, 
     });
   });
   return record(op, O, {Q, K, V},
-                [Q, K, V, lse, kept, per_entry, sc, window, s, composed](const Tensor& dO,
-                                                                         const Tensor& O) -> Grads {
+                [Q, K, V, saved, keep, lse_n, per_entry, sc, window, s, composed](
+                    const Tensor& dO, const Tensor& O) -> Grads {
     if (is_grad_enabled()) {  // create_graph: differentiate the composed ops instead
       const Tensor ref = composed(Q, K, V);
       std::vector<Tensor> in, g;
@@ -352,8 +367,8 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, 
       const T* k = K.data<T>();
       const T* v = V.data<T>();
       const T* o = O.data<T>();
-      const T* l = lse.data<T>();
-      const T* w = kept.defined() ? kept.data<T>() : nullptr;
+      const T* l = saved.data<T>();
+      const T* w = keep ? l + lse_n : nullptr;
       const T* d = dO.data<T>();
       T* dq = dQ.data<T>();
       T* dk = dK.data<T>();

@@ -37,18 +37,22 @@ void eigen_product(const OA& A, const OB& B, Map<T>& Y, T alpha, T beta) {
 }
 
 // Y = alpha A' B + beta Y for tiny products, one row of Y at a time: a sum of scaled rows of B,
-// so the inner loop runs along B's rows and vectorises. NC > 0 fixes the row length at compile
-// time (fully unrolled); NC = 0 is any length.
-template <class T, int NC>
+// so the inner loop runs along B's rows and vectorises. NC > 0 fixes the row length and KC > 0
+// the inner dimension at compile time (fully unrolled, B's rows then stay in registers); 0 is
+// any size. Every entry is summed over k in order, whatever the variant.
+template <class T, int NC, int KC>
 void tiny_rows(const T* __restrict a, int64_t ai, int64_t ak, const T* __restrict b, int64_t ldb,
-               T* __restrict y, int64_t ldy, int64_t M, int64_t n, int64_t K, T alpha, T beta) {
+               T* __restrict y, int64_t ldy, int64_t M, int64_t n, int64_t k_any, T alpha,
+               T beta) {
   const int64_t N = NC > 0 ? NC : n;
+  const int64_t K = KC > 0 ? KC : k_any;
   for (int64_t i = 0; i < M; ++i) {
     T* __restrict yi = y + i * ldy;
     if (beta == T(0))
       for (int64_t j = 0; j < N; ++j) yi[j] = T(0);
     else if (beta != T(1))
       for (int64_t j = 0; j < N; ++j) yi[j] *= beta;
+#pragma GCC unroll 16
     for (int64_t k = 0; k < K; ++k) {
       const T aik = alpha * a[i * ai + k * ak];
       const T* __restrict bk = b + k * ldb;
@@ -57,19 +61,29 @@ void tiny_rows(const T* __restrict a, int64_t ai, int64_t ak, const T* __restric
   }
 }
 
+template <class T, int NC>
+void tiny_rows_k(const T* a, int64_t ai, int64_t ak, const T* b, int64_t ldb, T* y, int64_t ldy,
+                 int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+  switch (K) {
+    case 4: return tiny_rows<T, NC, 4>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 8: return tiny_rows<T, NC, 8>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    default: return tiny_rows<T, NC, 0>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+  }
+}
+
 // Tiny products (M N K <= kTiny) with B untransposed (b is (K, N), row stride ldb), where any
-// setup costs more than the arithmetic; common row lengths get their own unrolled loop.
+// setup costs more than the arithmetic; common sizes get their own unrolled loop.
 template <class T>
 void tiny_product(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb, T* y, int64_t ldy,
                   int64_t M, int64_t N, int64_t K, T alpha, T beta) {
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;  // A'(i, k) = a[i ai + k ak]
   switch (N) {
-    case 1: return tiny_rows<T, 1>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 2: return tiny_rows<T, 2>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 4: return tiny_rows<T, 4>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 8: return tiny_rows<T, 8>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 16: return tiny_rows<T, 16>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    default: return tiny_rows<T, 0>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 1: return tiny_rows_k<T, 1>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 2: return tiny_rows_k<T, 2>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 4: return tiny_rows_k<T, 4>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 8: return tiny_rows_k<T, 8>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 16: return tiny_rows_k<T, 16>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    default: return tiny_rows<T, 0, 0>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
   }
 }
 
