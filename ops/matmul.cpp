@@ -61,8 +61,8 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
   const Shape batch_a(dims, A.rank() - 2);
   for (int i = 0; i < B.rank() - 2; ++i) dims[i] = B.shape()[i];
   const Shape batch_b(dims, B.rank() - 2);
-  Shape batch = batch_a;
-  if (!(batch_a == batch_b)) {
+  Shape batch = batch_b.rank() == 0 ? batch_a : batch_b;  // the common case: no broadcasting
+  if (batch_a.rank() > 0 && batch_b.rank() > 0 && !(batch_a == batch_b)) {
     try {
       batch = broadcast_shapes(batch_a, batch_b, "matmul");
     } catch (const ShapeError&) {
