@@ -1,8 +1,10 @@
 #pragma once
-// BackwardFn: a node's backward closure, (dY, Y) -> Grads, move-only. Unlike std::function,
+// BackwardFn: a node's backward closure, (dY, Y) -> Grads, move-only, called as const (a
+// closure must not be `mutable`: a retained graph may run it again). Unlike std::function,
 // whose buffer holds 16 bytes, it keeps closures of up to kInline bytes (an op's saved tensors
 // and flags: matmul's is 40) inside the node itself, and bigger ones in a block from the
-// per-thread pool, so recording an op never calls malloc.
+// per-thread pool, so recording an op never calls malloc. (Over-aligned closures, rare, get
+// their own aligned allocation.)
 
 #include <array>
 #include <cstddef>
@@ -37,11 +39,11 @@ class BackwardFn {
     if constexpr (fits_inline<Fn>()) {
       ::new (buf_) Fn(std::forward<F>(f));
     } else {
-      void* block = detail::pool_allocate(sizeof(Fn));
+      void* block = allocate<Fn>();
       try {
         ::new (block) Fn(std::forward<F>(f));
       } catch (...) {
-        detail::pool_deallocate(block, sizeof(Fn));
+        deallocate<Fn>(block);
         throw;
       }
       *reinterpret_cast<void**>(buf_) = block;
@@ -80,6 +82,24 @@ class BackwardFn {
            std::is_nothrow_move_constructible_v<Fn>;
   }
   template <class Fn>
+  static constexpr bool over_aligned() {
+    return alignof(Fn) > alignof(std::max_align_t);
+  }
+  template <class Fn>
+  static void* allocate() {
+    if constexpr (over_aligned<Fn>())
+      return ::operator new(sizeof(Fn), std::align_val_t{alignof(Fn)});
+    else
+      return detail::pool_allocate(sizeof(Fn));
+  }
+  template <class Fn>
+  static void deallocate(void* p) noexcept {
+    if constexpr (over_aligned<Fn>())
+      ::operator delete(p, sizeof(Fn), std::align_val_t{alignof(Fn)});
+    else
+      detail::pool_deallocate(p, sizeof(Fn));
+  }
+  template <class Fn>
   static Fn* target(std::byte* buf) {
     if constexpr (fits_inline<Fn>())
       return std::launder(reinterpret_cast<Fn*>(buf));
@@ -103,7 +123,7 @@ class BackwardFn {
       [](std::byte* buf) noexcept {
         Fn* f = target<Fn>(buf);
         f->~Fn();
-        if constexpr (!fits_inline<Fn>()) detail::pool_deallocate(f, sizeof(Fn));
+        if constexpr (!fits_inline<Fn>()) deallocate<Fn>(f);
       }};
 
   void take(BackwardFn& o) noexcept {

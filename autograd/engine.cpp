@@ -2,6 +2,7 @@
 // million ops is fine), and the node lifetime rules that make freeing such a chain safe too.
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +42,9 @@ void drain(ReleaseQueue& q) {
       n.reset();  // may queue more
     }
   }
+  // Freeing a huge graph made the queues huge: give that memory back.
+  if (q.nodes.capacity() > 4096) decltype(q.nodes)().swap(q.nodes);
+  if (q.closures.capacity() > 4096) decltype(q.closures)().swap(q.closures);
   q.draining = false;
 }
 
@@ -202,9 +206,14 @@ class Run {
   }
   ~Run() {
     for (NodeState& st : w_->nodes) st.node->slot = st.saved_slot;
-    w_->nodes.clear();
-    w_->leaves.clear();
-    w_->seeds.clear();
+    // Kept with their capacity for the next pass, unless a huge graph made them huge.
+    release(w_->nodes);
+    release(w_->leaves);
+    release(w_->seeds);
+    release(w_->stack);
+    release(w_->ready);
+    release(w_->order);
+    release(w_->waiting);
     --workspace_depth;
   }
   Run(const Run&) = delete;
@@ -218,8 +227,9 @@ class Run {
   }
   // The state of a leaf this pass feeds (or that is an output); null for any other tensor.
   LeafState* leaf(TensorImpl* t) {
-    auto it = std::lower_bound(w_->leaves.begin(), w_->leaves.end(), t,
-                               [](const LeafState& s, TensorImpl* p) { return s.leaf < p; });
+    auto it = std::lower_bound(
+        w_->leaves.begin(), w_->leaves.end(), t,
+        [](const LeafState& s, TensorImpl* p) { return std::less<>()(s.leaf, p); });
     return it != w_->leaves.end() && it->leaf == t ? &*it : nullptr;
   }
 
@@ -231,7 +241,7 @@ class Run {
     stack.clear();
     for (const Tensor& y : outputs) {
       if (y.is_leaf())
-        w_->leaves.push_back(LeafState{y.impl_ptr().get(), Tensor(), -1});
+        add_leaf(y.impl_ptr().get());
       else if (Node* r = y.impl().grad_fn.get(); visit(r))
         stack.push_back(r);
     }
@@ -245,7 +255,7 @@ class Run {
                          "first backward to go through it twice");
       for (int i = 0; i < n->num_inputs; ++i) {
         const Edge& e = n->next[i];
-        if (e.leaf) w_->leaves.push_back(LeafState{e.leaf.get(), Tensor(), -1});
+        if (e.leaf) add_leaf(e.leaf.get());
         Node* c = e.node.get();
         if (!c) continue;
         const bool fresh = visit(c);
@@ -253,12 +263,7 @@ class Run {
         if (fresh) stack.push_back(c);
       }
     }
-    auto& leaves = w_->leaves;
-    std::sort(leaves.begin(), leaves.end(),
-              [](const LeafState& a, const LeafState& b) { return a.leaf < b.leaf; });
-    leaves.erase(std::unique(leaves.begin(), leaves.end(),
-                             [](const LeafState& a, const LeafState& b) { return a.leaf == b.leaf; }),
-                 leaves.end());
+    sort_leaves();
   }
 
   // For tg::grad: marks the nodes on a path to a requested input; the rest never run.
@@ -308,6 +313,11 @@ class Run {
       if (s.capture >= 0 && dY.defined()) (*captured)[s.capture] = dY;
       Grads grads;
       if (dY.defined() && s.needed) {
+        if (!n->backward)  // a backward run inside an earlier closure went through it
+          throw GraphError(std::string("backward: the graph through '") + n->op +
+                           "' (recorded at " + where_str(*n) +
+                           ") was freed during this backward, by a backward run inside a "
+                           "closure; pass retain_graph=true to that inner backward");
         Tensor Y;
         if (n->saves_output) {
           auto impl = detail::make_pooled<TensorImpl>();
@@ -342,6 +352,32 @@ class Run {
   }
 
  private:
+  // Notes a leaf the pass feeds. A leaf used by many nodes is noted many times: the list is
+  // made unique whenever it has doubled, so it stays within twice the distinct leaves.
+  void add_leaf(TensorImpl* t) {
+    w_->leaves.push_back(LeafState{t, Tensor(), -1});
+    if (w_->leaves.size() >= unique_bound_) {
+      sort_leaves();
+      unique_bound_ = 2 * w_->leaves.size() + 64;
+    }
+  }
+  void sort_leaves() {
+    auto& leaves = w_->leaves;
+    std::sort(leaves.begin(), leaves.end(), [](const LeafState& a, const LeafState& b) {
+      return std::less<>()(a.leaf, b.leaf);
+    });
+    leaves.erase(std::unique(leaves.begin(), leaves.end(),
+                             [](const LeafState& a, const LeafState& b) { return a.leaf == b.leaf; }),
+                 leaves.end());
+  }
+  // Empties v, and gives its memory back when a huge graph made it huge.
+  template <class V>
+  static void release(V& v) {
+    v.clear();
+    if (v.capacity() > kKeptCapacity) V().swap(v);
+  }
+  static constexpr std::size_t kKeptCapacity = 4096;
+
   // Gives n a state in this pass; false when it already had one.
   bool visit(Node* n) {
     if (reached(n)) return false;
@@ -351,6 +387,7 @@ class Run {
   }
 
   Workspace* w_;
+  std::size_t unique_bound_ = 64;
 };
 
 std::vector<Tensor> run_backward(std::span<const Tensor> outputs,

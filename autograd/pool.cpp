@@ -9,6 +9,18 @@ constinit thread_local PoolLists pool_lists{};
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kPoolBypass = true;  // sanitizers see every object's own malloc and free
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kPoolBypass = true;
+#else
+constexpr bool kPoolBypass = false;
+#endif
+#else
+constexpr bool kPoolBypass = false;
+#endif
+
 // Empties this thread's lists when it exits; from then on every block goes to malloc and free.
 struct Releaser {
   ~Releaser() {
@@ -47,14 +59,8 @@ void* pool_allocate_slow(std::size_t bytes) {
   return p;
 }
 
-void pool_deallocate_slow(void* p, std::size_t bytes) noexcept {
-  const std::size_t c = pool_class(bytes);
-  if (!kPoolBypass && c < kPoolClasses && !pool_lists.closed && !pool_lists.ready) {
-    make_ready();
-    pool_deallocate(p, bytes);  // now ready: onto the list (or free, when it is full)
-    return;
-  }
-  std::free(p);
-}
+// A thread whose lists are not ready (it never allocated from the pool, or it is exiting, or
+// the list is full) hands the block straight back to the system.
+void pool_deallocate_slow(void* p, std::size_t) noexcept { std::free(p); }
 
 }  // namespace tg::detail

@@ -11,18 +11,6 @@
 
 namespace tg::detail {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kPoolBypass = true;  // sanitizers see every object's own malloc and free
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kPoolBypass = true;
-#else
-inline constexpr bool kPoolBypass = false;
-#endif
-#else
-inline constexpr bool kPoolBypass = false;
-#endif
-
 inline constexpr std::size_t kPoolGranule = 32;  // size classes of 32, 64, ..., 512 bytes
 inline constexpr std::size_t kPoolClasses = 16;
 inline constexpr std::size_t kPoolMaxCached = 1 << 14;  // blocks kept per class and thread
@@ -31,7 +19,9 @@ struct PoolBlock {
   PoolBlock* next;
 };
 // Trivially constructible and destructible, so it stays usable while other thread-locals are
-// destroyed; `ready` is set once the thread's releaser exists and cleared when it has run.
+// destroyed; `ready` is set once the thread's releaser exists and cleared when it has run. In
+// a library built with a sanitizer the lists stay empty and never ready (the sanitizer then
+// sees every block's own malloc and free), so the inline paths below need no build flags.
 struct PoolLists {
   PoolBlock* head[kPoolClasses];
   std::size_t count[kPoolClasses];
@@ -46,29 +36,25 @@ void pool_deallocate_slow(void* p, std::size_t bytes) noexcept;
 inline std::size_t pool_class(std::size_t bytes) { return (bytes - 1) / kPoolGranule; }
 
 inline void* pool_allocate(std::size_t bytes) {
-  if constexpr (!kPoolBypass) {
-    const std::size_t c = pool_class(bytes);
-    if (c < kPoolClasses) {
-      if (PoolBlock* b = pool_lists.head[c]) {
-        pool_lists.head[c] = b->next;
-        --pool_lists.count[c];
-        return b;
-      }
+  const std::size_t c = pool_class(bytes);
+  if (c < kPoolClasses) {
+    if (PoolBlock* b = pool_lists.head[c]) {
+      pool_lists.head[c] = b->next;
+      --pool_lists.count[c];
+      return b;
     }
   }
   return pool_allocate_slow(bytes);
 }
 
 inline void pool_deallocate(void* p, std::size_t bytes) noexcept {
-  if constexpr (!kPoolBypass) {
-    const std::size_t c = pool_class(bytes);
-    if (c < kPoolClasses && pool_lists.ready && pool_lists.count[c] < kPoolMaxCached) {
-      auto* b = static_cast<PoolBlock*>(p);
-      b->next = pool_lists.head[c];
-      pool_lists.head[c] = b;
-      ++pool_lists.count[c];
-      return;
-    }
+  const std::size_t c = pool_class(bytes);
+  if (c < kPoolClasses && pool_lists.ready && pool_lists.count[c] < kPoolMaxCached) {
+    auto* b = static_cast<PoolBlock*>(p);
+    b->next = pool_lists.head[c];
+    pool_lists.head[c] = b;
+    ++pool_lists.count[c];
+    return;
   }
   pool_deallocate_slow(p, bytes);
 }

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tapegrad.h"
@@ -50,6 +52,20 @@ TEST(BackwardFn, SmallClosureLivesInPlaceAndDiesOnce) {
 TEST(BackwardFn, LargeClosureLivesInAPooledBlockAndDiesOnce) {
   static_assert(sizeof(Holder<200>) > tg::BackwardFn::kInline);
   check_lifetime<200>();
+}
+
+struct alignas(64) OverAligned {
+  double v = 4.0;
+  Grads operator()(const Tensor& dY, const Tensor&) const {
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(this) % 64, 0u);  // its alignment is honoured
+    return {tg::scale(dY, v)};
+  }
+};
+
+TEST(BackwardFn, OverAlignedClosureIsAligned) {
+  tg::BackwardFn f(OverAligned{});
+  tg::BackwardFn g(std::move(f));
+  EXPECT_EQ(g(tg::scalar(2.0), Tensor())[0].item(), 8.0);
 }
 
 TEST(BackwardFn, EmplaceReplacesTheClosure) {
@@ -106,6 +122,65 @@ TEST(Tape, BackwardInsideABackwardLeavesTheOuterPassIntact) {
   }
 }
 
+// The same, with the nested pass going through the outer graph's own nodes (x is not detached):
+// their per-pass slots must be saved and restored. `retain` is the nested pass's retain_graph.
+Tensor nested_through(const Tensor& x, bool retain) {
+  Tensor y = tg::sum_of_squares(x.detach());
+  return tg::record("nested_through", y, {x}, [x, retain](const Tensor& dy) -> Grads {
+    Tensor d;
+    {
+      tg::GradModeGuard on(true);
+      d = tg::grad({tg::sum_of_squares(x)}, {x}, {}, false, retain ? 1 : 0)[0];  // 2 x
+    }
+    return {tg::mul(d.detach(), dy)};
+  });
+}
+
+TEST(Tape, NestedBackwardThroughTheOuterNodes) {
+  tg::Rng rng(5);
+  Tensor x = tg::randn({3}, rng).set_requires_grad();
+  Tensor w = tg::randn({3}, rng).set_requires_grad();
+  const Tensor u = tg::mul(x, w);  // the nested pass goes through this node too
+  tg::add(nested_through(u, /*retain=*/true), tg::sum_of_squares(w)).backward();
+  // loss = sum (x w)^2 + sum w^2: dx = 2 x w^2, dw = 2 x^2 w + 2 w
+  for (int i = 0; i < 3; ++i) {
+    const double xi = x.at({i}), wi = w.at({i});
+    EXPECT_NEAR(x.grad().at({i}), 2 * xi * wi * wi, 1e-12);
+    EXPECT_NEAR(w.grad().at({i}), 2 * xi * xi * wi + 2 * wi, 1e-12);
+  }
+}
+
+TEST(Tape, NestedBackwardThatFreesAnOuterNodeIsAnError) {
+  tg::Rng rng(6);
+  Tensor x = tg::randn({3}, rng).set_requires_grad();
+  Tensor w = tg::randn({3}, rng).set_requires_grad();
+  const Tensor loss = nested_through(tg::mul(x, w), /*retain=*/false);
+  try {
+    loss.backward();
+    FAIL() << "expected a GraphError";
+  } catch (const tg::GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("'mul'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(x.grad().defined());  // nothing was committed
+}
+
+TEST(Tape, NestedBackwardThatThrowsLeavesTheOuterPassIntact) {
+  tg::Rng rng(7);
+  Tensor x = tg::randn({2}, rng).set_requires_grad();
+  Tensor y = tg::sum_of_squares(x.detach());
+  y = tg::record("throws_inside", y, {x}, [x](const Tensor& dy) -> Grads {
+    {
+      tg::GradModeGuard on(true);
+      // a non-scalar output without grad_output: the nested pass throws after it started
+      EXPECT_THROW(tg::grad({tg::mul(x, x)}, {x}, {}, false, 1), tg::GraphError);
+    }
+    return {tg::mul(tg::scale(x.detach(), 2.0), dy)};
+  });
+  tg::add(y, tg::sum_of_squares(x)).backward();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(x.grad().at({i}), 4 * x.at({i}), 1e-12);
+}
+
 TEST(Tape, GradOfLeafOutputsAndUnreachedInputs) {
   tg::Rng rng(3);
   Tensor x = tg::randn({2}, rng).set_requires_grad();
@@ -122,6 +197,21 @@ TEST(Tape, GradOfLeafOutputsAndUnreachedInputs) {
   const auto twice = tg::grad({tg::sum_of_squares(x)}, {x, x});
   EXPECT_EQ(twice[0].to_vector(), twice[1].to_vector());
   EXPECT_DOUBLE_EQ(twice[0].at({1}), 2 * x.at({1}));
+}
+
+TEST(Tape, OneLeafUsedByThousandsOfNodes) {
+  // Each use notes the leaf once more; the pass must still give it one gradient, the sum.
+  tg::Rng rng(8);
+  Tensor w = tg::randn({2}, rng).set_requires_grad();
+  Tensor other = tg::randn({2}, rng).set_requires_grad();
+  Tensor acc = tg::mul(other, w);
+  for (int i = 0; i < 5000; ++i) acc = tg::add(acc, w);
+  tg::sum_of_squares(acc).backward();  // acc = other w + 5000 w
+  for (int j = 0; j < 2; ++j) {
+    const double a = acc.at({j});
+    EXPECT_NEAR(w.grad().at({j}), 2 * a * (other.at({j}) + 5000.0), 1e-6 * std::abs(a) * 5000);
+    EXPECT_NEAR(other.grad().at({j}), 2 * a * w.at({j}), 1e-9 * std::abs(a));
+  }
 }
 
 TEST(Tape, ManyLeavesEachGetTheirOwnGradient) {
