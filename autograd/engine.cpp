@@ -28,6 +28,14 @@ struct ReleaseQueue {
 };
 thread_local ReleaseQueue release_queue;
 
+// Empties v, and gives its memory back when a huge graph made it huge (else it is kept, so the
+// next use of v allocates nothing).
+template <class V>
+void clear_keeping_small(V& v) {
+  v.clear();
+  if (v.capacity() > 4096) V().swap(v);
+}
+
 void drain(ReleaseQueue& q) {
   if (q.draining) return;
   q.draining = true;
@@ -42,9 +50,8 @@ void drain(ReleaseQueue& q) {
       n.reset();  // may queue more
     }
   }
-  // Freeing a huge graph made the queues huge: give that memory back.
-  if (q.nodes.capacity() > 4096) decltype(q.nodes)().swap(q.nodes);
-  if (q.closures.capacity() > 4096) decltype(q.closures)().swap(q.closures);
+  clear_keeping_small(q.nodes);
+  clear_keeping_small(q.closures);
   q.draining = false;
 }
 
@@ -206,14 +213,14 @@ class Run {
   }
   ~Run() {
     for (NodeState& st : w_->nodes) st.node->slot = st.saved_slot;
-    // Kept with their capacity for the next pass, unless a huge graph made them huge.
-    release(w_->nodes);
-    release(w_->leaves);
-    release(w_->seeds);
-    release(w_->stack);
-    release(w_->ready);
-    release(w_->order);
-    release(w_->waiting);
+    clear_keeping_small(w_->nodes);
+    clear_keeping_small(w_->leaves);
+    clear_keeping_small(w_->seeds);
+    clear_keeping_small(w_->roots);
+    clear_keeping_small(w_->stack);
+    clear_keeping_small(w_->ready);
+    clear_keeping_small(w_->order);
+    clear_keeping_small(w_->waiting);
     --workspace_depth;
   }
   Run(const Run&) = delete;
@@ -238,12 +245,14 @@ class Run {
   // earlier backward.
   void discover(std::span<const Tensor> outputs) {
     std::vector<Node*>& stack = w_->stack;
-    stack.clear();
     for (const Tensor& y : outputs) {
-      if (y.is_leaf())
+      if (y.is_leaf()) {
         add_leaf(y.impl_ptr().get());
-      else if (Node* r = y.impl().grad_fn.get(); visit(r))
-        stack.push_back(r);
+        continue;
+      }
+      Node* r = y.impl().grad_fn.get();
+      w_->roots.push_back(r);
+      if (visit(r)) stack.push_back(r);
     }
     while (!stack.empty()) {
       Node* n = stack.back();
@@ -370,14 +379,6 @@ class Run {
                              [](const LeafState& a, const LeafState& b) { return a.leaf == b.leaf; }),
                  leaves.end());
   }
-  // Empties v, and gives its memory back when a huge graph made it huge.
-  template <class V>
-  static void release(V& v) {
-    v.clear();
-    if (v.capacity() > kKeptCapacity) V().swap(v);
-  }
-  static constexpr std::size_t kKeptCapacity = 4096;
-
   // Gives n a state in this pass; false when it already had one.
   bool visit(Node* n) {
     if (reached(n)) return false;
@@ -419,9 +420,6 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
     }
   }
 
-  w.roots.clear();
-  for (const Tensor& y : outputs)
-    if (!y.is_leaf()) w.roots.push_back(y.impl().grad_fn.get());
   run.discover(outputs);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k].is_leaf())
