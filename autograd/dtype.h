@@ -1,16 +1,21 @@
 #pragma once
 // Element types. A Tensor carries its dtype at run time, so one user function serves float and
 // double alike (gradcheck runs a float computation in double by handing it double inputs).
+// int64 holds token indices: never differentiable, and only the ops that take indices accept it.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tg {
 
-enum class Dtype { f32, f64 };
+enum class Dtype { f32, f64, i64 };
 
-inline const char* dtype_name(Dtype d) { return d == Dtype::f32 ? "float32" : "float64"; }
+inline const char* dtype_name(Dtype d) {
+  return d == Dtype::f32 ? "float32" : d == Dtype::f64 ? "float64" : "int64";
+}
 inline std::size_t dtype_size(Dtype d) { return d == Dtype::f32 ? 4 : 8; }
+inline bool is_floating(Dtype d) { return d != Dtype::i64; }
 
 template <class T>
 constexpr Dtype dtype_of();
@@ -18,11 +23,17 @@ template <>
 constexpr Dtype dtype_of<float>() { return Dtype::f32; }
 template <>
 constexpr Dtype dtype_of<double>() { return Dtype::f64; }
+template <>
+constexpr Dtype dtype_of<int64_t>() { return Dtype::i64; }
+
+[[noreturn]] void throw_not_floating(Dtype d);
 
 /// Calls f.template operator()<T>() with T = float or double: `dispatch(d, [&]<class T>() {...})`.
+/// Throws ValueError for int64 (the float ops' dispatch; index ops read int64 themselves).
 template <class F>
 decltype(auto) dispatch(Dtype d, F&& f) {
   if (d == Dtype::f32) return f.template operator()<float>();
+  if (d == Dtype::i64) throw_not_floating(d);
   return f.template operator()<double>();
 }
 

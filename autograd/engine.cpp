@@ -2,16 +2,18 @@
 // million ops is fine), and the node lifetime rules that make freeing such a chain safe too.
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/pool.h"
-#include "ops/add.h"
 
 namespace tg {
 
@@ -74,13 +76,15 @@ Node::~Node() {
   ReleaseQueue& q = release_queue;
   for (Edge& e : next)
     if (e.node) q.nodes.push_back(std::move(e.node));
-  drop_closure(backward, q);
+  drop_closure(formula, q);
+  drop_closure(kernel, q);
   drain(q);
 }
 
 void Node::release() {
   ReleaseQueue& q = release_queue;
-  drop_closure(backward, q);
+  drop_closure(formula, q);
+  drop_closure(kernel, q);
   output_storage.reset();
   released = true;
   drain(q);
@@ -96,8 +100,26 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   return false;
 }
 
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, bool saves_output,
+void save(Node& node, const Tensor& t) {
+  if (!t.defined()) return;
+  if (node.num_saved == kMaxSaved)
+    throw GraphError(std::string("record: '") + node.op + "' saves more than " +
+                     std::to_string(kMaxSaved) + " tensors");
+  node.saved[node.num_saved++] = SavedVersion{t.impl().storage.get(), t.version(), t.shape()};
+}
+
+void save_output(Node& node, const Tensor& out) {
+  if (node.saves_output) return;
+  node.saves_output = true;
+  node.output_storage = out.impl().storage;
+  node.output_version = out.version();
+}
+
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
               const std::source_location& where, Node*& raw) {
+  if (inputs.size() > static_cast<std::size_t>(kMaxInputs))
+    throw GraphError(std::string("record: '") + op + "' has " + std::to_string(inputs.size()) +
+                     " inputs; a node holds at most " + std::to_string(kMaxInputs));
   auto node = make_node();
   raw = node.get();
   node->op = op;
@@ -107,14 +129,13 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, 
     Edge& e = node->next[i++];
     if (!t.defined() || !t.requires_grad()) continue;
     e.shape = t.shape();
+    e.dtype = t.dtype();
     if (t.is_leaf())
       e.leaf = t.impl_ptr();
     else
       e.node = t.impl().grad_fn;
   }
   node->num_inputs = i;
-  node->saves_output = saves_output;
-  if (saves_output) node->output_storage = out.impl().storage;
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
   // A fresh output (the usual case) is marked in place; one the op returned from elsewhere (a
@@ -152,16 +173,47 @@ void check_grad_output(const Tensor& out, const Tensor& g, const char* who) {
                      " but the output is " + dtype_name(out.dtype()));
 }
 
-// Runs a node's backward; an error from it is rethrown, same type, naming the forward op and
-// the user's line that recorded the node (the innermost node, when backward passes nest).
-Grads call_backward(Node& n, const Tensor& dY, const Tensor& Y) {
+// Guards a leaf's .grad() while a pass commits into it; leaves hash to one of 64 locks.
+std::mutex& leaf_lock(const TensorImpl* leaf) {
+  static std::mutex locks[64];
+  return locks[(reinterpret_cast<std::uintptr_t>(leaf) >> 6) % 64];
+}
+
+// Refuses to run a derivative on tensors written in place since the op saved them.
+void check_versions(const Node& n) {
+  auto fail = [&](const Shape& shape, uint64_t then, uint64_t now) {
+    throw GraphError(std::string("backward of '") + n.op + "' (recorded at " + where_str(n) +
+                     "): a tensor it saved, of shape " + shape.str() +
+                     ", was modified in place since (version " + std::to_string(then) +
+                     ", now " + std::to_string(now) +
+                     "); its gradient would be wrong. Run backward before changing it (an "
+                     "optimizer step, a write through data<T>() or set()), or change a clone");
+  };
+  for (int i = 0; i < n.num_saved; ++i) {
+    const SavedVersion& v = n.saved[i];
+    if (v.storage->version() != v.version) fail(v.shape, v.version, v.storage->version());
+  }
+  if (n.saves_output && n.output_storage->version() != n.output_version)
+    fail(n.output_shape, n.output_version, n.output_storage->version());
+}
+
+// Runs a node's derivative: its kernel when no graph is being built and it has one, else its
+// formula (recorded when create_graph). An error from it is rethrown, same type, naming the
+// forward op and the user's line that recorded the node.
+Grads call_backward(Node& n, const Tensor& dY, const Tensor& Y, bool create_graph) {
   auto where = [&](const char* what) {
     const std::string m = what;
     if (m.find(" (in the backward of '") != std::string::npos) return m;
     return m + " (in the backward of '" + n.op + "', recorded at " + where_str(n) + ")";
   };
+  check_versions(n);
+  const bool use_kernel = n.kernel && (!create_graph || !n.formula);
+  if (create_graph && !n.formula)
+    throw GraphError(std::string("backward: '") + n.op + "' (recorded at " + where_str(n) +
+                     ") is not twice differentiable: it has a kernel but no formula in ops, so "
+                     "create_graph cannot record its backward");
   try {
-    return n.backward(dY, Y);
+    return use_kernel ? n.kernel(dY, Y) : n.formula(dY, Y);
   } catch (const ShapeError& e) {
     throw ShapeError(where(e.what()));
   } catch (const ValueError& e) {
@@ -173,15 +225,37 @@ Grads call_backward(Node& n, const Tensor& dY, const Tensor& Y) {
   }
 }
 
-// Adds g into the slot (undefined means zero so far).
-void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+// Adds g into the slot (undefined means zero so far): the engine's own kernel, in place when
+// the slot's buffer is the pass's alone, else into a fresh one; under create_graph the sum is
+// recorded (its formula passes the gradient through to both sides).
+void accumulate(Tensor& slot, const Tensor& g, bool create_graph) {
+  if (!slot.defined()) {
+    slot = g;
+    return;
+  }
+  const bool in_place = !create_graph && slot.impl_ptr().use_count() == 1 &&
+                        slot.impl().storage.use_count() == 1;
+  Tensor sum = in_place ? slot : Tensor(slot.shape(), slot.dtype());
+  dispatch(slot.dtype(), [&]<class T>() {
+    const T* a = std::as_const(slot).data<T>();
+    const T* b = g.data<T>();
+    T* c = sum.data<T>();
+    const int64_t n = slot.numel();
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+  });
+  if (create_graph)
+    sum = record("accumulate", sum, {slot, g}).formula([](const Tensor& dY) -> Grads {
+      return {dY, dY};
+    });
+  slot = std::move(sum);
+}
 
 // What one backward pass keeps: a state for each node it reaches and each leaf it feeds, and its
-// work lists. One per thread and nesting depth (a backward inside another one's closure gets
-// the next), kept with their capacity, so the passes of a steady loop allocate nothing.
+// work lists. One per thread, kept with their capacity, so the passes of a steady loop allocate
+// nothing. (A backward inside a derivative is refused, so a thread runs one pass at a time.)
 struct NodeState {
   Node* node;
-  int saved_slot;      // the node's slot before this pass
   Tensor grad;         // the summed incoming gradient
   int waiting = 0;     // consumers still to come
   bool needed = true;  // leads to a gradient we were asked for
@@ -199,20 +273,25 @@ struct Workspace {
   std::vector<int> waiting;
   std::vector<Tensor> seeds;
 };
-thread_local std::vector<std::unique_ptr<Workspace>> workspaces;
-thread_local std::size_t workspace_depth = 0;
+thread_local Workspace workspace;
+thread_local bool running = false;
 
-// One backward pass. Each reached node's state is found through Node::slot; the slots are
-// restored when the pass ends, so a backward that runs inside another one's closure (the fused
-// attention's create_graph fallback does) leaves the outer pass's bookkeeping intact.
+// One backward pass. Each reached node's state is found through Node::slot, valid while the
+// pass owns the node (Node::owner): a second thread's pass through the same nodes is refused.
 class Run {
  public:
-  Run() {
-    if (workspace_depth == workspaces.size()) workspaces.push_back(std::make_unique<Workspace>());
-    w_ = workspaces[workspace_depth++].get();
+  explicit Run(const char* who) : w_(&workspace) {
+    if (running)
+      throw GraphError(std::string(who) +
+                       ": called inside a derivative (a backward closure); a derivative "
+                       "computes its gradients with ops or directly, it may not run a backward");
+    running = true;
   }
   ~Run() {
-    for (NodeState& st : w_->nodes) st.node->slot = st.saved_slot;
+    for (NodeState& st : w_->nodes) {
+      st.node->slot = -1;
+      st.node->owner.store(nullptr, std::memory_order_release);
+    }
     clear_keeping_small(w_->nodes);
     clear_keeping_small(w_->leaves);
     clear_keeping_small(w_->seeds);
@@ -221,7 +300,7 @@ class Run {
     clear_keeping_small(w_->ready);
     clear_keeping_small(w_->order);
     clear_keeping_small(w_->waiting);
-    --workspace_depth;
+    running = false;
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -322,11 +401,6 @@ class Run {
       if (s.capture >= 0 && dY.defined()) (*captured)[s.capture] = dY;
       Grads grads;
       if (dY.defined() && s.needed) {
-        if (!n->backward)  // a backward run inside an earlier closure went through it
-          throw GraphError(std::string("backward: the graph through '") + n->op +
-                           "' (recorded at " + where_str(*n) +
-                           ") was freed during this backward, by a backward run inside a "
-                           "closure; pass retain_graph=true to that inner backward");
         Tensor Y;
         if (n->saves_output) {
           auto impl = detail::make_pooled<TensorImpl>();
@@ -337,24 +411,25 @@ class Run {
           impl->grad_fn = n->shared_from_this();
           Y = Tensor(std::move(impl));
         }
-        grads = call_backward(*n, dY, Y);
+        grads = call_backward(*n, dY, Y, create_graph);
       }
       if (!retain_graph && s.needed) n->release();
       for (int i = 0; i < n->num_inputs; ++i) {
         const Edge& e = n->next[i];
         if (!e.active()) continue;
         const Tensor& g = grads[i];
-        if (g.defined() && g.shape() != e.shape)
+        if (g.defined() && (g.shape() != e.shape || g.dtype() != e.dtype))
           throw GraphError(std::string("backward of '") + n->op + "' (recorded at " +
                            where_str(*n) + ") returned a gradient of shape " + g.shape().str() +
-                           " for input " + std::to_string(i) + " of shape " + e.shape.str());
+                           " " + dtype_name(g.dtype()) + " for input " + std::to_string(i) +
+                           " of shape " + e.shape.str() + " " + dtype_name(e.dtype));
         if (e.leaf) {
-          if (g.defined()) accumulate(leaf(e.leaf.get())->grad, g);
+          if (g.defined()) accumulate(leaf(e.leaf.get())->grad, g, create_graph);
           continue;
         }
         NodeState& c = state(e.node.get());
         if (!c.needed) continue;
-        if (g.defined()) accumulate(c.grad, g);
+        if (g.defined()) accumulate(c.grad, g, create_graph);
         if (--c.waiting == 0) ready.push_back(e.node.get());
       }
     }
@@ -379,10 +454,18 @@ class Run {
                              [](const LeafState& a, const LeafState& b) { return a.leaf == b.leaf; }),
                  leaves.end());
   }
-  // Gives n a state in this pass; false when it already had one.
+  // Gives n a state in this pass; false when it already had one. Throws GraphError when another
+  // thread's pass owns n.
   bool visit(Node* n) {
-    if (reached(n)) return false;
-    w_->nodes.push_back(NodeState{n, n->slot, Tensor(), 0, true, -1});
+    const void* owner = nullptr;
+    if (!n->owner.compare_exchange_strong(owner, w_, std::memory_order_acq_rel)) {
+      if (owner == w_) return false;
+      throw GraphError(std::string("backward: another thread is running a backward through '") +
+                       n->op + "' (recorded at " + where_str(*n) +
+                       "); backwards through one graph cannot run at once: give each thread "
+                       "its own forward, or wait for the other backward");
+    }
+    w_->nodes.push_back(NodeState{n, Tensor(), 0, true, -1});
     n->slot = static_cast<int>(w_->nodes.size()) - 1;
     return true;
   }
@@ -398,7 +481,7 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
   if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
     throw ValueError(std::string(who) + ": " + std::to_string(outputs.size()) + " outputs but " +
                      std::to_string(grad_outputs.size()) + " grad_outputs");
-  Run run;
+  Run run(who);
   Workspace& w = run.work();
   std::vector<Tensor>& seeds = w.seeds;
   seeds.resize(outputs.size());
@@ -423,9 +506,9 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
   run.discover(outputs);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k].is_leaf())
-      accumulate(run.leaf(outputs[k].impl_ptr().get())->grad, seeds[k]);
+      accumulate(run.leaf(outputs[k].impl_ptr().get())->grad, seeds[k], create_graph);
     else
-      accumulate(run.state(outputs[k].impl().grad_fn.get()).grad, seeds[k]);
+      accumulate(run.state(outputs[k].impl().grad_fn.get()).grad, seeds[k], create_graph);
   }
 
   std::vector<Tensor> captured;
@@ -459,25 +542,33 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
   GradModeGuard mode(create_graph);
   for (LeafState& l : w.leaves) {
     if (!l.grad.defined() || !l.leaf->requires_grad) continue;
-    const Tensor& g = l.grad;
+    std::lock_guard lock(leaf_lock(l.leaf));  // threads may share a leaf (a model's parameters)
     auto& slot = l.leaf->grad;
     if (!slot) {
       // g may share its buffer with a tensor the caller holds (grad_output, or a view of it):
       // then .grad() gets a copy, unless create_graph needs g's own place on the tape.
+      const Tensor& g = l.grad;
       const bool owned = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1;
       slot = (owned || (create_graph && !g.is_leaf()) ? g : g.clone()).impl_ptr();
-    } else if (create_graph || slot->grad_fn || slot->storage.use_count() != 1) {
-      slot = add(Tensor(slot), g).impl_ptr();
-    } else {
-      Tensor acc(slot);
-      dispatch(acc.dtype(), [&]<class T>() {
-        T* a = acc.data<T>();
-        const T* b = g.data<T>();
-        const int64_t n = acc.numel();
+      continue;
+    }
+    // In place only when nobody else sees the buffer: a .grad() handle the user kept, or a
+    // recorded gradient, keeps its values (PyTorch's rule); then the sum goes to a new buffer.
+    Tensor sum(slot);
+    const bool own = !create_graph && !slot->grad_fn && slot.use_count() == 2 &&
+                     slot->storage.use_count() == 1;
+    if (own) {
+      dispatch(sum.dtype(), [&]<class T>() {
+        T* a = sum.data<T>();
+        const T* b = std::as_const(l.grad).data<T>();
+        const int64_t n = sum.numel();
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) a[i] += b[i];
       });
+      continue;
     }
+    accumulate(sum, l.grad, create_graph);
+    slot = sum.impl_ptr();
   }
   return {};
 }

@@ -44,4 +44,11 @@ class IoError : public std::runtime_error, public Error {
   const char* what() const noexcept override { return std::runtime_error::what(); }
 };
 
+/// Memory the OS refused: names the shape, dtype and bytes asked for.
+class MemoryError : public std::runtime_error, public Error {
+ public:
+  explicit MemoryError(const std::string& m) : std::runtime_error(m) {}
+  const char* what() const noexcept override { return std::runtime_error::what(); }
+};
+
 }  // namespace tg

@@ -1,19 +1,33 @@
 #pragma once
 // The tape. Each op that sees an input requiring grad (with grad mode on) records a Node on its
-// output: the edges to its inputs and a backward closure written with tg ops, so that the
-// backward pass can itself be recorded (create_graph) and differentiated again.
+// output: the edges to its inputs and its derivative, in two forms (the derivative contract):
 //
-// Ops call tg::record(...) right under their forward, micrograd style:
+//   - the formula, written with tg ops: the single truth, and what create_graph records, so
+//     every op is twice differentiable (like PyTorch's derivatives.yaml);
+//   - a kernel, optional: a direct computation of the same gradients, for speed, used when no
+//     graph is being built. The op-case registry test checks that both agree.
+//
+// Ops record right under their forward, micrograd style:
 //
 //   Tensor Y = ...forward...;
-//   return record("softmax", Y, {X}, [](const Tensor& dY, const Tensor& Y) -> Grads {
-//     return {mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};  // dX
+//   return record("softmax", Y, {X}, where).formula([](const Tensor& dY, const Tensor& Y) {
+//     return Grads{mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};  // dX
 //   });
 //
-// A closure that takes (dY, Y) gets the op's output back, attached to this node, so a formula in Y
-// stays differentiable; a closure that takes only (dY) does not keep the output alive.
+// A derivative that takes (dY, Y) gets the op's output back, attached to this node, so a formula
+// in Y stays differentiable; one that takes only (dY) does not keep the output alive.
+// `.saves(A, B)` names the tensors the derivative reads besides the output: if any of them (or a
+// saved output) is written in place before the backward runs, the backward throws GraphError
+// naming the op instead of computing with the new values.
+//
+// What a derivative may do: compute gradients from dY, the saved tensors and the output, with
+// tg ops (formula) or directly (kernel), and throw tg errors. What it may not do: run a backward
+// or tg::grad (the engine is not re-entrant: GraphError), write into dY, a saved tensor or the
+// output, or keep state between calls (a retained graph may run it again).
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <source_location>
@@ -28,31 +42,48 @@ namespace tg {
 struct Edge {
   std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
   std::shared_ptr<TensorImpl> leaf;  // the input itself, for a requires_grad leaf
-  Shape shape;                       // the input's shape, to check what backward returns
+  Shape shape;                       // the input's shape and dtype, to check what backward returns
+  Dtype dtype = Dtype::f64;
   bool active() const { return node || leaf; }
 };
+
+/// A tensor a derivative reads, with the version its buffer had when the op recorded it.
+struct SavedVersion {
+  const Storage* storage;
+  uint64_t version;
+  Shape shape;  // for the error message
+};
+
+inline constexpr int kMaxSaved = kMaxInputs + 1;
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
   const char* op = "";
   std::array<Edge, kMaxInputs> next{};
   int num_inputs = 0;
-  BackwardFn backward;
+  BackwardFn formula;  // in tg ops: what create_graph records
+  BackwardFn kernel;   // optional: direct, used when no graph is being built
+  std::array<SavedVersion, kMaxSaved> saved;  // the first num_saved are set
+  int num_saved = 0;
   bool saves_output = false;
   std::shared_ptr<Storage> output_storage;  // only when saves_output
+  uint64_t output_version = 0;
   Shape output_shape;
   Dtype output_dtype = Dtype::f64;
-  bool released = false;  // backward ran without retain_graph: the closure is gone
+  bool released = false;  // backward ran without retain_graph: the closures are gone
   std::source_location where;  // the user's call that recorded this node
-  int slot = -1;  // this node's state in the backward pass now running (engine-private)
+  // Engine-private: this node's state in the backward pass now running, and which pass owns it
+  // (a second thread's backward through the same graph is refused, not raced).
+  int slot = -1;
+  std::atomic<const void*> owner{nullptr};
 
   Node() {}  // user-provided: make_shared does not zero the block before the initialisers
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  /// Hands edges and closure to a per-thread queue drained in a loop, so freeing a chain of a
+  /// Hands edges and closures to a per-thread queue drained in a loop, so freeing a chain of a
   /// million nodes never recurses a million deep.
   ~Node();
-  /// Drops what backward needed (closure, saved output).
+  /// Drops what backward needed (closures, saved output).
   void release();
 };
 
@@ -62,26 +93,77 @@ std::shared_ptr<Node> make_node();
 namespace detail {
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 /// Makes the node of `out`, with edges to `inputs`, and returns `out` attached to it; `node` is
-/// set to the node, whose closure the caller then builds in place.
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs, bool saves_output,
+/// set to the node. Throws GraphError for more than kMaxInputs inputs.
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
               const std::source_location& where, Node*& node);
+/// Notes that the node's derivative reads its output (kept, and its version checked).
+void save_output(Node& node, const Tensor& out);
+/// Notes that the node's derivative reads `t` (its version is checked before backward).
+void save(Node& node, const Tensor& t);
+
+template <class F>
+constexpr bool takes_output() {
+  return std::is_invocable_v<F, const Tensor&, const Tensor&>;
+}
+template <class F>
+BackwardFn make_backward(F&& f) {
+  BackwardFn fn;
+  if constexpr (takes_output<F>())
+    fn.emplace(std::forward<F>(f));
+  else
+    fn.emplace([g = std::forward<F>(f)](const Tensor& dY, const Tensor&) -> Grads { return g(dY); });
+  return fn;
+}
 }  // namespace detail
 
-/// Records `out` as made by `op` from `inputs` when grad mode is on and any input requires grad;
-/// otherwise returns `out` untouched. `fn` is (dY) -> Grads or (dY, Y) -> Grads.
-template <class F>
-Tensor record(const char* op, Tensor out, std::initializer_list<Tensor> inputs, F&& fn,
-              const std::source_location& where = std::source_location::current()) {
-  if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return out;
-  constexpr bool takes_output = std::is_invocable_v<F, const Tensor&, const Tensor&>;
+/// An op's output on its way onto the tape: `record(...)` makes the node (when grad mode is on
+/// and an input requires grad; else nothing is recorded and the calls below do nothing), then
+/// `.saves(...)`, `.formula(...)` and `.kernel(...)` fill it in. It converts to the output.
+class Recording {
+ public:
+  Recording(Tensor out, Node* node) : out_(std::move(out)), node_(node) {}
+
+  /// The tensors the derivative reads besides the output: their versions are checked.
+  template <class... Ts>
+  Recording& saves(const Ts&... ts) {
+    if (node_) (detail::save(*node_, ts), ...);
+    return *this;
+  }
+  /// The derivative in tg ops, (dY) -> Grads or (dY, Y) -> Grads: what create_graph records.
+  template <class F>
+  Recording& formula(F&& f) {
+    if (node_) {
+      if constexpr (detail::takes_output<F>()) detail::save_output(*node_, out_);
+      node_->formula = detail::make_backward(std::forward<F>(f));
+    }
+    return *this;
+  }
+  /// The same derivative computed directly, used when no graph is being built. An op with a
+  /// kernel and no formula is not twice differentiable: create_graph through it throws.
+  template <class K>
+  Recording& kernel(K&& k) {
+    if (node_) {
+      if constexpr (detail::takes_output<K>()) detail::save_output(*node_, out_);
+      node_->kernel = detail::make_backward(std::forward<K>(k));
+    }
+    return *this;
+  }
+  operator Tensor() const { return out_; }
+  const Tensor& output() const { return out_; }
+
+ private:
+  Tensor out_;
+  Node* node_;
+};
+
+/// Starts recording `out` as made by `op` from `inputs` (see Recording). Throws GraphError for
+/// more than kMaxInputs inputs.
+inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor> inputs,
+                        const std::source_location& where = std::source_location::current()) {
+  if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return Recording(std::move(out), nullptr);
   Node* node;
-  Tensor y = detail::attach(std::move(out), op, inputs, takes_output, where, node);
-  if constexpr (takes_output)
-    node->backward.emplace(std::forward<F>(fn));
-  else
-    node->backward.emplace(
-        [f = std::forward<F>(fn)](const Tensor& dY, const Tensor&) { return f(dY); });
-  return y;
+  Tensor y = detail::attach(std::move(out), op, inputs, where, node);
+  return Recording(std::move(y), node);
 }
 
 /// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather

@@ -10,10 +10,18 @@ namespace {
 void check_dims(int rank, const int64_t* d) {
   if (rank > kMaxRank)
     throw ShapeError("Shape: rank " + std::to_string(rank) + " is above the maximum of 4");
-  for (int i = 0; i < rank; ++i)
+  std::string dims;
+  int64_t n = 1;
+  bool overflow = false;
+  for (int i = 0; i < rank; ++i) {
     if (d[i] < 0)
       throw ShapeError("Shape: dimension " + std::to_string(i) + " is negative (" +
                        std::to_string(d[i]) + ")");
+    overflow = overflow || __builtin_mul_overflow(n, d[i], &n);
+    dims += (i ? ", " : "") + std::to_string(d[i]);
+  }
+  if (overflow)
+    throw ShapeError("Shape: (" + dims + ") has more elements than fit in int64");
 }
 }  // namespace
 

@@ -14,14 +14,15 @@ inline constexpr int kMaxRank = 4;
 class Shape {
  public:
   Shape() = default;  // rank 0: a scalar
-  /// Throws ShapeError for rank > 4 or a negative dimension.
+  /// Throws ShapeError for rank > 4, a negative dimension, or an element count past int64.
   Shape(std::initializer_list<int64_t> dims);
   explicit Shape(const std::vector<int64_t>& dims);
   /// The first `rank` entries of `dims`.
   Shape(const int64_t* dims, int rank) : rank_(rank) {
     if (rank > kMaxRank || rank < 0) throw_bad(dims, rank);
+    int64_t n = 1;
     for (int i = 0; i < rank; ++i) {
-      if (dims[i] < 0) throw_bad(dims, rank);
+      if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n)) throw_bad(dims, rank);
       dims_[i] = dims[i];
     }
   }
@@ -29,6 +30,7 @@ class Shape {
   int rank() const { return rank_; }
   int64_t operator[](int axis) const { return dims_[axis]; }
   int64_t& operator[](int axis) { return dims_[axis]; }
+  /// The element count (the constructors refuse shapes whose count overflows int64).
   int64_t numel() const {
     int64_t n = 1;
     for (int i = 0; i < rank_; ++i) n *= dims_[i];

@@ -8,13 +8,15 @@
 // is thread-local: threads share no mutable allocator state.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace tg {
 
 class Storage {
  public:
-  /// A buffer of at least `bytes` bytes, 64-byte aligned, contents unspecified.
+  /// A buffer of at least `bytes` bytes, 64-byte aligned, contents unspecified. Throws
+  /// std::bad_alloc when the OS refuses (Tensor turns it into a MemoryError naming the shape).
   explicit Storage(std::size_t bytes);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -23,8 +25,14 @@ class Storage {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
 
+  /// Counts writes: every mutable access to the buffer bumps it, so a backward that saved the
+  /// buffer can tell that it changed since (PyTorch's version counter; shared by views).
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   void* data_;
+  uint64_t version_ = 0;
   std::size_t bytes_;     // what was asked for
   std::size_t capacity_;  // the bucket size actually held
 };

@@ -1,5 +1,6 @@
 #include "autograd/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -13,7 +14,21 @@ namespace tg {
 Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(detail::make_pooled<TensorImpl>()) {
   impl_->shape = shape;
   impl_->dtype = dtype;
-  impl_->storage = detail::make_pooled<Storage>(shape.numel() * dtype_size(dtype));
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(shape.numel(), static_cast<int64_t>(dtype_size(dtype)), &bytes))
+    throw ShapeError("Tensor: shape " + shape.str() + " " + dtype_name(dtype) +
+                     " needs more bytes than fit in int64");
+  try {
+    impl_->storage = detail::make_pooled<Storage>(static_cast<std::size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    throw MemoryError("Tensor: out of memory for shape " + shape.str() + " " + dtype_name(dtype) +
+                      " (" + std::to_string(bytes) + " bytes)");
+  }
+}
+
+void throw_not_floating(Dtype d) {
+  throw ValueError(std::string("expected a float32 or float64 tensor, got ") + dtype_name(d) +
+                   " (int64 tensors hold indices: only embedding and cross_entropy take them)");
 }
 
 void Tensor::throw_undefined() { throw ValueError("Tensor: use of an undefined tensor"); }
@@ -27,29 +42,47 @@ double Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item: tensor of shape " + shape().str() + " has " +
                      std::to_string(numel()) + " elements, not 1");
-  return dispatch(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[0]); });
+  return to_double(0);
 }
 
-double Tensor::at(std::initializer_list<int64_t> index) const {
-  const Shape& s = shape();
-  if (static_cast<int>(index.size()) != s.rank())
-    throw ShapeError("at: " + std::to_string(index.size()) + " indices for shape " + s.str());
-  int64_t flat = 0, i = 0;
-  for (int64_t k : index) {
-    if (k < 0 || k >= s[i])
-      throw ShapeError("at: index " + std::to_string(k) + " out of range for axis " +
-                       std::to_string(i) + " of shape " + s.str());
-    flat = flat * s[i] + k;
-    ++i;
-  }
+double Tensor::to_double(int64_t flat) const {
+  if (dtype() == Dtype::i64) return static_cast<double>(data<int64_t>()[flat]);
   return dispatch(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[flat]); });
 }
 
+void Tensor::set(std::initializer_list<int64_t> index, double value) {
+  const int64_t flat = flat_index(index, "set");
+  if (dtype() == Dtype::i64) {
+    data<int64_t>()[flat] = static_cast<int64_t>(value);
+    return;
+  }
+  dispatch(dtype(), [&]<class T>() { data<T>()[flat] = static_cast<T>(value); });
+}
+
+int64_t Tensor::flat_index(std::initializer_list<int64_t> index, const char* who) const {
+  const Shape& s = shape();
+  if (static_cast<int>(index.size()) != s.rank())
+    throw ShapeError(std::string(who) + ": " + std::to_string(index.size()) +
+                     " indices for shape " + s.str());
+  int64_t flat = 0, i = 0;
+  for (int64_t k : index) {
+    if (k < 0 || k >= s[i])
+      throw ShapeError(std::string(who) + ": index " + std::to_string(k) +
+                       " out of range for axis " + std::to_string(i) + " of shape " + s.str());
+    flat = flat * s[i] + k;
+    ++i;
+  }
+  return flat;
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  return to_double(flat_index(index, "at"));
+}
+
 std::vector<double> Tensor::to_vector() const {
-  return dispatch(dtype(), [&]<class T>() {
-    const T* p = data<T>();
-    return std::vector<double>(p, p + numel());
-  });
+  std::vector<double> v(numel());
+  for (int64_t i = 0; i < numel(); ++i) v[i] = to_double(i);
+  return v;
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
@@ -72,6 +105,7 @@ void Tensor::zero_grad() const {
     g = zeros(g->shape, g->dtype).impl_ptr();
     return;
   }
+  g->storage->bump_version();
   std::memset(g->storage->data(), 0, g->shape.numel() * dtype_size(g->dtype));
 }
 
@@ -96,11 +130,20 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+namespace {
+// Calls f.template operator()<T>() for any dtype, int64 included (conversions only).
+template <class F>
+void dispatch_any(Dtype d, F&& f) {
+  if (d == Dtype::i64) return f.template operator()<int64_t>();
+  dispatch(d, f);
+}
+}  // namespace
+
 Tensor Tensor::to(Dtype d) const {
   if (d == dtype()) return clone();
   Tensor out(shape(), d);
-  dispatch(dtype(), [&]<class S>() {
-    dispatch(d, [&]<class D>() {
+  dispatch_any(dtype(), [&]<class S>() {
+    dispatch_any(d, [&]<class D>() {
       const S* src = data<S>();
       D* dst = out.data<D>();
       for (int64_t i = 0; i < numel(); ++i) dst[i] = static_cast<D>(src[i]);
@@ -126,7 +169,7 @@ std::string Tensor::str(int precision) const {
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {
   Tensor t(shape, dtype);
-  dispatch(dtype, [&]<class T>() {
+  dispatch_any(dtype, [&]<class T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(value);
   });
@@ -136,6 +179,17 @@ Tensor full(const Shape& shape, double value, Dtype dtype) {
 Tensor zeros(const Shape& shape, Dtype dtype) { return full(shape, 0.0, dtype); }
 Tensor ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, dtype); }
 Tensor scalar(double value, Dtype dtype) { return full(Shape{}, value, dtype); }
+Tensor zeros_like(const Tensor& x) { return full(x.shape(), 0.0, x.dtype()); }
+Tensor ones_like(const Tensor& x) { return full(x.shape(), 1.0, x.dtype()); }
+
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError("from_indices: " + std::to_string(values.size()) +
+                     " values do not fill shape " + shape.str());
+  Tensor t(shape, Dtype::i64);
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
   if (static_cast<int64_t>(values.size()) != shape.numel())

@@ -34,7 +34,8 @@ class Tensor {
  public:
   Tensor() = default;  // undefined; defined() is false
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
-  /// A new tensor with uninitialised contents (from the caching allocator).
+  /// A new tensor with uninitialised contents (from the caching allocator). Throws ShapeError
+  /// when the byte count overflows, MemoryError when the OS refuses the memory.
   Tensor(const Shape& shape, Dtype dtype);
 
   bool defined() const { return impl_ != nullptr; }
@@ -45,12 +46,26 @@ class Tensor {
   int64_t numel() const { return impl().shape.numel(); }
   Dtype dtype() const { return impl().dtype; }
 
-  /// Typed access to the elements; throws ValueError when T is not the tensor's dtype.
+  /// Read access to the elements; throws ValueError when T is not the tensor's dtype.
   template <class T>
-  T* data() const {
+  const T* data() const {
     if (dtype() != dtype_of<T>()) throw_dtype_error(dtype_of<T>());
+    return static_cast<const T*>(impl().storage->data());
+  }
+  /// Write access to the elements (through a non-const handle): bumps the version of the
+  /// buffer, so a backward that saved this tensor before the write refuses to run on the new
+  /// values (GraphError naming the op). Throws ValueError when T is not the tensor's dtype.
+  template <class T>
+  T* data() {
+    if (dtype() != dtype_of<T>()) throw_dtype_error(dtype_of<T>());
+    impl().storage->bump_version();
     return static_cast<T*>(impl().storage->data());
   }
+  /// Writes one element at a multi-index (converted to the dtype); bumps the version. Throws
+  /// ShapeError when out of range.
+  void set(std::initializer_list<int64_t> index, double value);
+  /// The version of the buffer (see data()).
+  uint64_t version() const { return impl().storage->version(); }
   /// The value of a one-element tensor, as double; throws ShapeError otherwise.
   double item() const;
   /// Element at a multi-index (rank entries), as double; throws ShapeError when out of range.
@@ -96,6 +111,8 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  double to_double(int64_t flat) const;
+  int64_t flat_index(std::initializer_list<int64_t> index, const char* who) const;
   [[noreturn]] static void throw_undefined();
   [[noreturn]] void throw_dtype_error(Dtype asked) const;
   std::shared_ptr<TensorImpl> impl_;
@@ -116,6 +133,9 @@ class Rng {
 };
 
 Tensor zeros(const Shape& shape, Dtype dtype = Dtype::f64);
+/// Zeros (ones) of x's shape and dtype, off the tape.
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
 Tensor ones(const Shape& shape, Dtype dtype = Dtype::f64);
 Tensor full(const Shape& shape, double value, Dtype dtype = Dtype::f64);
 /// A rank-0 tensor.
@@ -123,6 +143,8 @@ Tensor scalar(double value, Dtype dtype = Dtype::f64);
 /// A tensor from row-major values; throws ShapeError when the count does not match the shape.
 Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                    Dtype dtype = Dtype::f64);
+/// An int64 tensor (token indices) from row-major values; throws ShapeError on a count mismatch.
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
 /// Standard normal entries times `stddev`.
 Tensor randn(const Shape& shape, Rng& rng, Dtype dtype = Dtype::f64, double stddev = 1.0);
 /// Uniform entries in [lo, hi).

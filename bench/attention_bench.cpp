@@ -7,7 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "bench/baseline.h"
 #include "bench/flops.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 
 namespace {
 

@@ -36,7 +36,7 @@
 #include "autograd/storage.h"
 #include "ops/causal_attention.h"
 #include "tools/commands.h"
-#include "tools/npy.h"
+#include "io/npy.h"
 
 namespace {
 

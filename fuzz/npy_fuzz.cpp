@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "autograd/storage.h"
-#include "tools/npy.h"
+#include "io/npy.h"
 
 namespace {
 

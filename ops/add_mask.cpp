@@ -44,9 +44,9 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
       }
     return masked ? k : Tensor();
   });
-  return record("add_mask", Y, {X}, [keep](const Tensor& dY) -> Grads {
+  return record("add_mask", Y, {X}, where).formula([keep](const Tensor& dY) -> Grads {
     return {keep.defined() ? mul(dY, keep) : dY};
-  }, where);
+  });
 }
 
 Tensor causal_mask(int64_t T, Dtype dtype, int64_t window) {

@@ -42,9 +42,9 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
           for (int64_t i3 = 0; i3 < d[3]; ++i3)
             py[k++] = px[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]];
   });
-  return record("broadcast_to", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
+  return record("broadcast_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {sum_to(dY, sX)};
-  }, where);
+  });
 }
 
 }  // namespace tg

@@ -9,7 +9,7 @@
 // A row block's scores take (64, T) scratch per thread, so memory stays O(T d) per head, and
 // every product is one GEMM over all the keys the block sees (masked blocks are skipped whole;
 // only the diagonal block computes entries it then zeroes). Row i always sees itself, so l > 0
-// and lse is finite.
+// and lse is finite. The formula (what create_graph records) recomputes the weights with ops.
 
 #include "ops/causal_attention.h"
 
@@ -25,11 +25,14 @@
 #include "ops/add_mask.h"
 #include "ops/gemm.h"
 #include "ops/matmul.h"
+#include "ops/mul.h"
 #include "ops/op_util.h"
 #include "ops/permute.h"
 #include "ops/reshape.h"
 #include "ops/scale.h"
 #include "ops/softmax.h"
+#include "ops/sub.h"
+#include "ops/sum.h"
 
 namespace tg {
 
@@ -308,20 +311,46 @@ Tensor split_heads(const Tensor& P, int64_t heads) {
   return permute(reshape(P, {B, T, heads, d}), {0, 2, 1, 3});
 }
 
+// (B, H, T, d) -> (B, T, H d), or (H, T, d) -> (T, H d) when `like` is 2-D: split_heads undone.
+Tensor merge_heads(const Tensor& P, const Tensor& like) {
+  std::vector<int64_t> shape = like.shape().vec();
+  shape.back() = P.size(1) * P.size(-1);
+  return reshape(permute(P, {0, 2, 1, 3}), shape);
+}
+
 // The packed op from the composed ones: split the heads, attend, merge them back.
 Tensor packed_composed(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t heads,
                        double sc, int64_t window) {
   const Tensor O = causal_attention_composed(split_heads(Q, heads), split_heads(K, heads),
                                              split_heads(V, heads), sc, window);  // (B, H, T, dv)
-  std::vector<int64_t> shape = V.shape().vec();
-  return reshape(permute(O, {0, 2, 1, 3}), shape);
+  return merge_heads(O, V);
 }
 
-// Runs the fused kernels over every entry, and records the backward (fused too; under
-// create_graph it differentiates `composed` instead).
-template <class Composed>
+// The derivative formula, in ops: the weights recomputed with softmax, then
+//   dV = A^T dO;  dA = dO V^T;  dS = A * (dA - rowsum(dA * A));  dQ = dS K sc;  dK = dS^T Q sc
+Grads attention_formula(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& dO,
+                        double sc, int64_t window) {
+  const Tensor S = scale(matmul(Q, K, false, true), sc);                         // (.., T, T)
+  const Tensor A = softmax(add_mask(S, causal_mask(Q.size(-2), Q.dtype(), window)));
+  const Tensor dA = matmul(dO, V, false, true);                                  // (.., T, T)
+  const Tensor dS = mul(A, sub(dA, sum(mul(dA, A), -1, true)));                  // (.., T, T)
+  return {scale(matmul(dS, K), sc), scale(matmul(dS, Q, true, false), sc),      // dQ, dK
+          matmul(A, dO, true, false)};                                           // dV
+}
+
+// The same for heads packed along the last axis: split, differentiate per head, merge.
+Grads packed_formula(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& dO,
+                     int64_t heads, double sc, int64_t window) {
+  const Grads g = attention_formula(split_heads(Q, heads), split_heads(K, heads),
+                                    split_heads(V, heads), split_heads(dO, heads), sc, window);
+  return {merge_heads(g[0], Q), merge_heads(g[1], K), merge_heads(g[2], V)};
+}
+
+// Runs the fused kernels over every entry and records the derivative: `formula` in ops, and the
+// fused backward kernel, which reuses the saved log-sum-exps (and weights, when kept).
+template <class Formula>
 Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, const Dims& s,
-             double sc, int64_t window, Composed composed, const std::source_location& where) {
+             double sc, int64_t window, Formula formula, const std::source_location& where) {
   Tensor O(V.shape(), Q.dtype());
   // Saved for the backward, in one buffer: the row log-sum-exps, then (from a 64-byte boundary)
   // the weights when one is coming and they fit in the limit; otherwise the backward
@@ -346,42 +375,32 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, 
                      window);
     });
   });
-  return record(op, O, {Q, K, V},
-                [Q, K, V, saved, keep, lse_n, per_entry, sc, window, s, composed](
-                    const Tensor& dO, const Tensor& O) -> Grads {
-    if (is_grad_enabled()) {  // create_graph: differentiate the composed ops instead
-      const Tensor ref = composed(Q, K, V);
-      std::vector<Tensor> in, g;
-      for (const Tensor& t : {Q, K, V})
-        if (t.requires_grad()) in.push_back(t);
-      g = grad({ref}, in, {dO}, /*create_graph=*/true);
-      Grads out;
-      std::size_t next = 0;
-      for (int i = 0; i < 3; ++i)
-        if ((i == 0 ? Q : i == 1 ? K : V).requires_grad()) out[i] = g[next++];
-      return out;
-    }
-    Tensor dQ(Q.shape(), Q.dtype()), dK(K.shape(), K.dtype()), dV(V.shape(), V.dtype());
-    dispatch(Q.dtype(), [&]<class T>() {
-      const T* q = Q.data<T>();
-      const T* k = K.data<T>();
-      const T* v = V.data<T>();
-      const T* o = O.data<T>();
-      const T* l = saved.data<T>();
-      const T* w = keep ? l + lse_n : nullptr;
-      const T* d = dO.data<T>();
-      T* dq = dQ.data<T>();
-      T* dk = dK.data<T>();
-      T* dv = dV.data<T>();
-      for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
-        backward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
-                        l + n * s.T, w ? w + n * per_entry : nullptr, d + s.v_off(n),
-                        dq + s.q_off(n), dk + s.q_off(n), dv + s.v_off(n), s, static_cast<T>(sc),
-                        window);
+  return record(op, O, {Q, K, V}, where)
+      .saves(Q, K, V)
+      .formula([Q, K, V, formula](const Tensor& dO) { return formula(Q, K, V, dO); })
+      .kernel([Q, K, V, saved, keep, lse_n, per_entry, sc, window, s](const Tensor& dO,
+                                                                     const Tensor& O) -> Grads {
+        Tensor dQ(Q.shape(), Q.dtype()), dK(K.shape(), K.dtype()), dV(V.shape(), V.dtype());
+        dispatch(Q.dtype(), [&]<class T>() {
+          const T* q = Q.data<T>();
+          const T* k = K.data<T>();
+          const T* v = V.data<T>();
+          const T* o = O.data<T>();
+          const T* l = saved.data<T>();
+          const T* w = keep ? l + lse_n : nullptr;
+          const T* d = dO.data<T>();
+          T* dq = dQ.data<T>();
+          T* dk = dK.data<T>();
+          T* dv = dV.data<T>();
+          for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
+            backward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
+                            l + n * s.T, w ? w + n * per_entry : nullptr, d + s.v_off(n),
+                            dq + s.q_off(n), dk + s.q_off(n), dv + s.v_off(n), s,
+                            static_cast<T>(sc), window);
+          });
+        });
+        return {dQ, dK, dV};
       });
-    });
-    return {dQ, dK, dV};
-  }, where);
 }
 
 }  // namespace
@@ -391,8 +410,8 @@ Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, doubl
   Dims s{};
   check_inputs(Q, K, V, window, s);
   return fused("causal_attention", Q, K, V, s, sc, window,
-               [sc, window](const Tensor& q, const Tensor& k, const Tensor& v) {
-                 return causal_attention_composed(q, k, v, sc, window);
+               [sc, window](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dO) {
+                 return attention_formula(q, k, v, dO, sc, window);
                }, where);
 }
 
@@ -401,8 +420,9 @@ Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V,
   Dims s{};
   check_packed(Q, K, V, heads, window, s);
   return fused("causal_attention_heads", Q, K, V, s, sc, window,
-               [heads, sc, window](const Tensor& q, const Tensor& k, const Tensor& v) {
-                 return packed_composed(q, k, v, heads, sc, window);
+               [heads, sc, window](const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& dO) {
+                 return packed_formula(q, k, v, dO, heads, sc, window);
                }, where);
 }
 

@@ -13,14 +13,14 @@ namespace tg {
 /// their masked part; masked blocks are skipped. For its backward (a fused kernel too) it keeps
 /// each row's log-sum-exp, and the visible weights only while they fit in
 /// detail::attention_weights_limit() bytes (32 MiB): beyond that the backward recomputes them,
-/// so memory stays O(T d) for long sequences. Under create_graph the backward falls back to the
-/// composed ops, so grad-of-grad still works. Throws ShapeError (shapes that do not fit),
+/// so memory stays O(T d) for long sequences. Its derivative formula (what create_graph records)
+/// recomputes the weights with ops, so grad-of-grad works. Throws ShapeError (shapes that do not fit),
 /// ValueError (dtypes differ, window < 0).
 Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
                         int64_t window = 0, const std::source_location& where = std::source_location::current());
 
 /// The same computation from the composed ops (matmul, scale, add_mask, softmax, matmul): the
-/// reference the fused op is checked against, and its create_graph fallback.
+/// reference the fused op is checked against.
 Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor& V, double scale,
                                  int64_t window = 0);
 
@@ -34,7 +34,7 @@ Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V,
                               const std::source_location& where = std::source_location::current());
 
 /// causal_attention_heads from the composed ops (split the heads, attend, merge): its reference
-/// and its create_graph fallback.
+/// (checked against it in the tests).
 Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const Tensor& V,
                                        int64_t heads, double scale, int64_t window = 0);
 

@@ -15,8 +15,8 @@ namespace tg {
 
 namespace {
 
-// The backward of the common case, (..., M, K) @ (K, N) without transposed A, straight into
-// fresh buffers when no graph is being recorded (the ops below would give the same numbers).
+// The kernel for the common case, (..., M, K) @ (K, N) without transposed A: the formula's
+// products straight into fresh buffers, the batch summed inside one product.
 Grads backward_direct(const Tensor& A, const Tensor& B, bool tb, const Tensor& dY) {
   Tensor dA, dB;
   const int64_t rows = A.numel() / A.size(-1), K = A.size(-1), N = dY.size(-1);
@@ -102,22 +102,32 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
       detail::gemm<T>(pa + oa * ra * ca, ra, ca, ta, pb + ob * rb * cb, rb, cb, tb, py + i * M * N);
     }
   });
-  return record("matmul", Y, {A, B}, [A, B, ta, tb](const Tensor& dY) -> Grads {
-    if (!is_grad_enabled() && B.rank() == 2 && !ta && A.size(-1) > 0)
-      return backward_direct(A, B, tb, dY);
-    Tensor dA, dB;
-    if (A.requires_grad())
-      dA = sum_to(ta ? matmul(B, dY, tb, true) : matmul(dY, B, false, !tb), A.shape());
-    if (B.requires_grad()) {
-      if (B.rank() == 2 && A.rank() > 2 && !ta) {  // sum over the batch inside one GEMM
-        const Tensor A2 = reshape(A, {-1, A.size(-1)}), dY2 = reshape(dY, {-1, dY.size(-1)});
-        dB = tb ? matmul(dY2, A2, true, false) : matmul(A2, dY2, true, false);
-      } else {
-        dB = sum_to(tb ? matmul(dY, A, true, ta) : matmul(A, dY, !ta, false), B.shape());
-      }
-    }
-    return {dA, dB};
-  }, where);
+  return record("matmul", Y, {A, B}, where)
+      .saves(A, B)
+      .formula([A, B, ta, tb](const Tensor& dY) -> Grads {
+        Tensor dA, dB;
+        if (A.requires_grad())
+          dA = sum_to(ta ? matmul(B, dY, tb, true) : matmul(dY, B, false, !tb), A.shape());
+        if (B.requires_grad()) {
+          if (B.rank() == 2 && A.rank() > 2 && !ta) {  // sum over the batch inside one GEMM
+            const Tensor A2 = reshape(A, {-1, A.size(-1)}), dY2 = reshape(dY, {-1, dY.size(-1)});
+            dB = tb ? matmul(dY2, A2, true, false) : matmul(A2, dY2, true, false);
+          } else {
+            dB = sum_to(tb ? matmul(dY, A, true, ta) : matmul(A, dY, !ta, false), B.shape());
+          }
+        }
+        return {dA, dB};
+      })
+      .kernel([A, B, ta, tb](const Tensor& dY) -> Grads {
+        if (B.rank() == 2 && !ta && A.size(-1) > 0) return backward_direct(A, B, tb, dY);
+        // Other layouts: the formula's products, unrecorded (the engine runs kernels in no-grad).
+        Tensor dA, dB;
+        if (A.requires_grad())
+          dA = sum_to(ta ? matmul(B, dY, tb, true) : matmul(dY, B, false, !tb), A.shape());
+        if (B.requires_grad())
+          dB = sum_to(tb ? matmul(dY, A, true, ta) : matmul(A, dY, !ta, false), B.shape());
+        return {dA, dB};
+      });
 }
 
 }  // namespace tg

@@ -47,7 +47,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
   if (in_order) {
     Tensor Y = X.detach();
     Y.impl().shape = Shape(d, r);
-    return record("permute", Y, {X}, std::move(backward), where);
+    return record("permute", Y, {X}, where).formula(std::move(backward));
   }
   Tensor Y(Shape(d, r), X.dtype());
   // Input strides read in output-axis order, padded to four loops.
@@ -77,7 +77,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
           }
         }
   });
-  return record("permute", Y, {X}, std::move(backward), where);
+  return record("permute", Y, {X}, where).formula(std::move(backward));
 }
 
 }  // namespace tg

@@ -45,9 +45,9 @@ Tensor rope(const Tensor& X, double base, bool inverse, const std::source_locati
         }
       }
   });
-  return record("rope", Y, {X}, [base, inverse](const Tensor& dY) -> Grads {
+  return record("rope", Y, {X}, where).formula([base, inverse](const Tensor& dY) -> Grads {
     return {rope(dY, base, !inverse)};
-  }, where);
+  });
 }
 
 }  // namespace tg

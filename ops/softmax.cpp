@@ -38,9 +38,9 @@ Tensor softmax(const Tensor& X, const std::source_location& where) {
       y /= y.sum();
     }
   });
-  return record("softmax", Y, {X}, [](const Tensor& dY, const Tensor& Y) -> Grads {
+  return record("softmax", Y, {X}, where).formula([](const Tensor& dY, const Tensor& Y) -> Grads {
     return {mul(Y, sub(dY, sum(mul(dY, Y), -1, true)))};
-  }, where);
+  });
 }
 
 }  // namespace tg

@@ -15,9 +15,9 @@ Tensor sum(const Tensor& X, const std::source_location& where) {
   dispatch(X.dtype(), [&]<class T>() {
     Y.data<T>()[0] = detail::CMapArr<T>(X.data<T>(), X.numel()).sum();
   });
-  return record("sum", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
+  return record("sum", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};
-  }, where);
+  });
 }
 
 Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& where) {
@@ -42,9 +42,9 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
       for (int64_t k = 0; k < n; ++k) acc += detail::CMapArr<T>(px + (o * n + k) * inner, inner);
     }
   });
-  return record("sum", Y, {X}, [sX = s, kept = Shape(kept)](const Tensor& dY) -> Grads {
+  return record("sum", Y, {X}, where).formula([sX = s, kept = Shape(kept)](const Tensor& dY) -> Grads {
     return {broadcast_to(reshape(dY, kept.vec()), sX)};
-  }, where);
+  });
 }
 
 }  // namespace tg

@@ -15,18 +15,21 @@ Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
   dispatch(X.dtype(), [&]<class T>() {
     y.data<T>()[0] = detail::CMapArr<T>(X.data<T>(), X.numel()).square().sum();
   });
-  return record("sum_of_squares", y, {X}, [X](const Tensor& dy) -> Grads {
-    if (is_grad_enabled()) return {mul(scale(X, 2.0), dy)};  // dy is rank 0 and broadcasts
-    // No graph to record: the same products in one pass, without the broadcast machinery.
-    Tensor dX(X.shape(), X.dtype());
-    dispatch(X.dtype(), [&]<class T>() {
-      const T g = dy.data<T>()[0];
-      const T* x = X.data<T>();
-      T* dx = dX.data<T>();
-      for (int64_t i = 0, n = X.numel(); i < n; ++i) dx[i] = (x[i] * T(2)) * g;
-    });
-    return {dX};
-  }, where);
+  return record("sum_of_squares", y, {X}, where)
+      .saves(X)
+      .formula([X](const Tensor& dy) -> Grads {
+        return {mul(scale(X, 2.0), dy)};  // dy is rank 0 and broadcasts
+      })
+      .kernel([X](const Tensor& dy) -> Grads {  // the same products in one pass
+        Tensor dX(X.shape(), X.dtype());
+        dispatch(X.dtype(), [&]<class T>() {
+          const T g = dy.data<T>()[0];
+          const T* x = X.data<T>();
+          T* dx = dX.data<T>();
+          for (int64_t i = 0, n = X.numel(); i < n; ++i) dx[i] = (x[i] * T(2)) * g;
+        });
+        return {dX};
+      });
 }
 
 }  // namespace tg

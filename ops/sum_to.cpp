@@ -54,9 +54,9 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
           for (int64_t i3 = 0; i3 < d[3]; ++i3)
             py[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]] += px[k++];
   });
-  return record("sum_to", Y, {X}, [sX = X.shape()](const Tensor& dY) -> Grads {
+  return record("sum_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};
-  }, where);
+  });
 }
 
 }  // namespace tg

@@ -21,7 +21,7 @@ Tensor transpose(const Tensor& X, const std::source_location& where) {
             detail::CMapMat<T>(X.data<T>() + b * M * N, M, N).transpose();  // (N, M)
     });
   }
-  return record("transpose", Y, {X}, [](const Tensor& dY) -> Grads { return {transpose(dY)}; }, where);
+  return record("transpose", Y, {X}, where).formula([](const Tensor& dY) -> Grads { return {transpose(dY)}; });
 }
 
 }  // namespace tg

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 
@@ -239,8 +239,7 @@ TEST(BadInput, ThrowingOpsLeaveTensorsAndGradsUnchanged) {
 TEST(BadInput, FailedBackwardLeavesGradsUnchanged) {
   const Tensor x = tg::from_vector({1, 2}, {2}).set_requires_grad();
   tg::sum_of_squares(x).backward();
-  const Tensor bad = tg::record("bad_shape", tg::scale(x.detach(), 2.0), {x},
-                                [](const Tensor&) -> tg::Grads { return {tg::zeros({3})}; });
+  const Tensor bad = tg::record("bad_shape", tg::scale(x.detach(), 2.0), {x}).formula([](const Tensor&) -> tg::Grads { return {tg::zeros({3})}; });
   // x reaches the loss twice: directly (a good gradient) and through the bad op.
   const Tensor L = tg::add(tg::sum_of_squares(x), tg::sum_of_squares(bad));
   try {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "models/attention.h"
-#include "models/checker.h"
+#include "nn/attention.h"
+#include "check/checker.h"
 #include "ops/ops.h"
 
 namespace {
@@ -159,8 +159,7 @@ AttentionOutput run_variant(const Variant& v, const Tensor& X, const std::vector
 
 // S / 2 forward, but a backward that claims 0.6 dS.
 Tensor bad_halve(const Tensor& S) {
-  return tg::record("bad_halve", tg::scale(S.detach(), 0.5), {S},
-                    [](const Tensor& dS) -> tg::Grads { return {tg::scale(dS, 0.6)}; });
+  return tg::record("bad_halve", tg::scale(S.detach(), 0.5), {S}).formula([](const Tensor& dS) -> tg::Grads { return {tg::scale(dS, 0.6)}; });
 }
 
 // Keeps rows 0..T-2 of a (.., T, n) tensor: P (T-1, T) @ x.

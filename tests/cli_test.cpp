@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "models/attention.h"
+#include "nn/attention.h"
 #include "ops/reshape.h"
-#include "tools/npy.h"
+#include "io/npy.h"
 
 namespace tg {
 namespace {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/node.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 #if defined(__GLIBC__)

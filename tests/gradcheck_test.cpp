@@ -1,7 +1,7 @@
 // The checker itself: it passes correct ops, and each negative control (an op recorded with a
 // deliberately wrong backward) proves that it can fail, and says where.
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 
 #include <gtest/gtest.h>
 
@@ -28,20 +28,17 @@ GradcheckOptions quiet() {
 
 // Y = 2 X, but the backward multiplies by 2.1.
 Tensor bad_scale(const Tensor& X) {
-  return tg::record("bad_scale", tg::scale(X.detach(), 2.0), {X},
-                    [](const Tensor& dY) -> Grads { return {tg::scale(dY, 2.1)}; });
+  return tg::record("bad_scale", tg::scale(X.detach(), 2.0), {X}).formula([](const Tensor& dY) -> Grads { return {tg::scale(dY, 2.1)}; });
 }
 
 // Softmax whose backward forgets the subtraction: dX = Y * dY.
 Tensor bad_softmax(const Tensor& X) {
-  return tg::record("bad_softmax", tg::softmax(X.detach()), {X},
-                    [](const Tensor& dY, const Tensor& Y) -> Grads { return {tg::mul(Y, dY)}; });
+  return tg::record("bad_softmax", tg::softmax(X.detach()), {X}).formula([](const Tensor& dY, const Tensor& Y) -> Grads { return {tg::mul(Y, dY)}; });
 }
 
 // Y = A * B, with dB wrong by +0.5 at element (1, 2) of a (2, 3) B only.
 Tensor bad_mul(const Tensor& A, const Tensor& B) {
-  return tg::record("bad_mul", tg::mul(A.detach(), B.detach()), {A, B},
-                    [A, B](const Tensor& dY) -> Grads {
+  return tg::record("bad_mul", tg::mul(A.detach(), B.detach()), {A, B}).formula([A, B](const Tensor& dY) -> Grads {
                       const Tensor E = tg::from_vector({0, 0, 0, 0, 0, 0.5}, {2, 3});
                       return {tg::mul(dY, B), tg::mul(dY, tg::add(A, E))};
                     });
@@ -50,8 +47,7 @@ Tensor bad_mul(const Tensor& A, const Tensor& B) {
 // Y = 3 X with a backward that adds a tiny, call-dependent amount: right to 1e-12, but not
 // reproducible.
 Tensor flaky_scale(const Tensor& X, std::shared_ptr<int> calls) {
-  return tg::record("flaky_scale", tg::scale(X.detach(), 3.0), {X},
-                    [calls](const Tensor& dY) -> Grads {
+  return tg::record("flaky_scale", tg::scale(X.detach(), 3.0), {X}).formula([calls](const Tensor& dY) -> Grads {
                       ++*calls;
                       return {tg::add(tg::scale(dY, 3.0), tg::scalar(1e-12 * *calls))};
                     });
@@ -61,7 +57,7 @@ Tensor flaky_scale(const Tensor& X, std::shared_ptr<int> calls) {
 // the gradient it returns is a constant, so its own derivative is silently zero.
 Tensor raw_cube(const Tensor& X) {
   const Tensor Y = tg::mul(tg::mul(X.detach(), X.detach()), X.detach());
-  return tg::record("raw_cube", Y, {X}, [X](const Tensor& dY) -> Grads {
+  return tg::record("raw_cube", Y, {X}).formula([X](const Tensor& dY) -> Grads {
     const auto x = X.to_vector(), dy = dY.to_vector();
     std::vector<double> dx(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) dx[i] = 3 * x[i] * x[i] * dy[i];
@@ -146,8 +142,7 @@ TEST(Gradcheck, FailsNonDeterministicBackward) {
 TEST(Gradcheck, NanGradientFailsAsAValueNotAsNonDeterminism) {
   const tg::ScalarFunction f = [](const std::vector<Tensor>& v) {
     return tg::sum(
-        tg::record("nan_backward", tg::scale(v[0].detach(), 2.0), {v[0]},
-                   [](const Tensor& dY) -> Grads { return {tg::full(dY.shape(), std::nan(""))}; }));
+        tg::record("nan_backward", tg::scale(v[0].detach(), 2.0), {v[0]}).formula([](const Tensor& dY) -> Grads { return {tg::full(dY.shape(), std::nan(""))}; }));
   };
   const auto r = tg::gradcheck(f, {tg::from_vector({1, 2}, {2})});
   EXPECT_FALSE(r.passed);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/node.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // .npy reading and writing: round trips, hand-built headers of every version, a table of files
 // that must be rejected, atomic writes, and interchange with real numpy (skipped without it).
 
-#include "tools/npy.h"
+#include "io/npy.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -367,7 +367,7 @@ std::vector<BadFile> bad_files() {
       {"dimension beyond 64 bits", with_shape("(99999999999999999999,)"),
        "has a dimension beyond 64 bits: 99999999999999999999"},
       {"product overflows", with_shape("(4294967296, 4294967296)"),
-       "shape (4294967296, 4294967296) float64 is too large: its size in bytes overflows"},
+       "shape (4294967296, 4294967296) is too large: its element count overflows 64 bits"},
       {"bytes overflow", with_shape("(2305843009213693952,)"), "overflows 64 bits"},
       {"overflow beside a zero", with_shape("(0, 4611686018427387904, 4)"), "overflows 64 bits"},
       // the data

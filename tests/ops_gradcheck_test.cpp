@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
-#include "ops/registry.h"
+#include "check/registry.h"
 
 namespace tg {
 // gtest prints the parameter of a failing test with this.

@@ -16,10 +16,9 @@ using tg::Tensor;
 Tensor broken_op(const Tensor& x,
                  const std::source_location& where = std::source_location::current()) {
   return tg::record("broken_op", x.detach().clone(), {x},
-                    [](const Tensor& dY) -> tg::Grads {
+                    where).formula([](const Tensor& dY) -> tg::Grads {
                       throw tg::ShapeError("broken_op: cannot use " + dY.shape().str());
-                    },
-                    where);
+                    });
 }
 
 TEST(Provenance, OpsRecordTheCallersLine) {

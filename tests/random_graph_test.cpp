@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
@@ -499,14 +499,13 @@ TEST(RandomGraph, WrongBackwardsAreCaught) {
       // softmax whose backward forgets the subtraction: dX = Y * dY.
       {"bad_softmax", [](const Tensor& x) {
          return tg::record(
-             "bad_softmax", tg::softmax(x.detach()), {x},
-             [](const Tensor& dY, const Tensor& Y) -> tg::Grads { return {tg::mul(Y, dY)}; });
+             "bad_softmax", tg::softmax(x.detach()), {x}).formula([](const Tensor& dY, const Tensor& Y) -> tg::Grads { return {tg::mul(Y, dY)}; });
        }},
       // y = x^2 with dX = 2 x dY computed on raw numbers: right to first order, but the returned
       // gradient is a constant, so its own derivative is silently zero.
       {"raw_square", [](const Tensor& x) {
          const Tensor y = tg::mul(x.detach(), x.detach());
-         return tg::record("raw_square", y, {x}, [x](const Tensor& dY) -> tg::Grads {
+         return tg::record("raw_square", y, {x}).formula([x](const Tensor& dY) -> tg::Grads {
            std::vector<double> a = x.to_vector(), d = dY.to_vector();
            for (std::size_t i = 0; i < a.size(); ++i) a[i] = 2 * a[i] * d[i];
            return {tg::from_vector(a, x.shape(), x.dtype())};

@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/storage.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 namespace tg {

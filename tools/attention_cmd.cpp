@@ -17,7 +17,7 @@
 
 #include "ops/reshape.h"
 #include "tools/commands.h"
-#include "tools/npy.h"
+#include "io/npy.h"
 
 namespace tg {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "ops/registry.h"
+#include "check/gradcheck.h"
+#include "check/registry.h"
 #include "tools/commands.h"
 
 namespace tg {

@@ -4,7 +4,7 @@
 #include <ostream>
 #include <string>
 
-#include "models/attention.h"
+#include "nn/attention.h"
 
 namespace tg {
 

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/grad_mode.h"
-#include "models/attention.h"
-#include "models/checker.h"
+#include "nn/attention.h"
+#include "check/checker.h"
 #include "ops/ops.h"
 #include "tools/demo_util.h"
 #include "tools/heatmap.h"

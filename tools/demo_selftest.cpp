@@ -6,8 +6,8 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "models/attention.h"
-#include "models/checker.h"
+#include "nn/attention.h"
+#include "check/checker.h"
 #include "ops/ops.h"
 #include "tools/demo.h"
 #include "tools/demo_util.h"

@@ -1,4 +1,4 @@
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "models/attention.h"
+#include "nn/attention.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "tools/npy.h"
+#include "io/npy.h"
 
 // The .npy layout (numpy/lib/format.py):
 //   "\x93NUMPY", major, minor, header length (uint16 LE for 1.0; uint32 LE for 2.0 and 3.0),
@@ -26,7 +26,7 @@ namespace tg {
 
 static_assert(
     std::endian::native == std::endian::little,
-    "tools/npy.cpp copies '<f4' / '<f8' data as raw bytes: it needs a little-endian host");
+    "io/npy.cpp copies '<f4' / '<f8' data as raw bytes: it needs a little-endian host");
 
 namespace {
 
@@ -250,7 +250,11 @@ Shape parse_shape(const Literal& shape, const std::string& name) {
       fail(name, "shape " + shown + " has a negative dimension " + std::to_string(d.integer));
     dims.push_back(d.integer);
   }
-  return Shape(dims);
+  try {
+    return Shape(dims);
+  } catch (const ShapeError&) {
+    fail(name, "shape " + shown + " is too large: its element count overflows 64 bits");
+  }
 }
 
 NpyHeader parse_header(std::string_view text, const std::string& name) {

@@ -3,7 +3,7 @@
 // tolerances. A case's function must accept float32 inputs too: constants it captures (masks,
 // reduction weights) are converted to the inputs' dtype when used.
 
-#include "ops/registry.h"
+#include "check/registry.h"
 
 #include <cmath>
 #include <limits>

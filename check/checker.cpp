@@ -1,4 +1,4 @@
-#include "models/checker.h"
+#include "check/checker.h"
 
 #include <cmath>
 #include <sstream>

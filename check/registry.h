@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/tensor.h"
 
 namespace tg {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "check/gradcheck.h"
 #include "autograd/tensor.h"
-#include "models/attention.h"
+#include "nn/attention.h"
 
 namespace tg {
 

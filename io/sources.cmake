@@ -1,0 +1,4 @@
+# io/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
+list(APPEND TAPEGRAD_SOURCES
+  io/npy.cpp
+)
