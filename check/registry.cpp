@@ -4,6 +4,7 @@
 // reduction weights) are converted to the inputs' dtype when used.
 
 #include "check/registry.h"
+#include "check/registry_table.h"
 
 #include <cmath>
 #include <limits>
@@ -21,70 +22,7 @@ std::string OpCase::shapes() const {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// FNV-1a: a seed that depends only on the case name and input index.
-uint64_t seed_of(const std::string& name, std::size_t input) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : name + "#" + std::to_string(input)) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// A constant captured by a case, in the dtype of the tensor it meets.
-Tensor as(const Tensor& c, const Tensor& like) {
-  return c.dtype() == like.dtype() ? c : c.to(like.dtype());
-}
-
-// Fixed random weights: sum(Y * W) reduces Y to a scalar without the blind spots of a plain sum.
-Tensor weights(const Shape& s, uint64_t seed) {
-  Rng rng(seed);
-  return randn(s, rng);
-}
-
-GradcheckOptions tol(double atol = 1e-5, double rtol = 1e-3) {
-  GradcheckOptions o;
-  o.atol = atol;
-  o.rtol = rtol;
-  return o;
-}
-
-using Fn1 = std::function<Tensor(const Tensor&)>;
-using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
-
-class Table {
- public:
-  // Inputs drawn from N(0, 1) with the case's own seed.
-  void add(const std::string& op, const std::string& name, const std::vector<Shape>& shapes,
-           Function fn, GradcheckOptions o = tol()) {
-    std::vector<Tensor> inputs;
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      Rng rng(seed_of(op + "/" + name, i));
-      inputs.push_back(randn(shapes[i], rng));
-    }
-    add_inputs(op, name, std::move(inputs), std::move(fn), o);
-  }
-  void add_inputs(const std::string& op, const std::string& name, std::vector<Tensor> inputs,
-                  Function fn, GradcheckOptions o = tol()) {
-    cases_.push_back({op, op + "/" + name, std::move(inputs), std::move(fn), o, true});
-  }
-  void unary(const std::string& op, const std::string& name, const Shape& s, Fn1 f,
-             GradcheckOptions o = tol()) {
-    Function fn = [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; };
-    add(op, name, {s}, std::move(fn), o);
-  }
-  void binary(const std::string& op, const std::string& name, const Shape& a, const Shape& b, Fn2 f,
-              GradcheckOptions o = tol()) {
-    Function fn = [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; };
-    add(op, name, {a, b}, std::move(fn), o);
-  }
-  std::vector<OpCase> take() { return std::move(cases_); }
-
- private:
-  std::vector<OpCase> cases_;
-};
+using namespace detail;
 
 void matmul_cases(Table& t) {
   auto mm = [](bool ta, bool tb) {
@@ -345,6 +283,8 @@ std::vector<OpCase> op_cases() {
   mask_and_softmax_cases(t);
   causal_attention_cases(t);
   composed_cases(t);
+  training_op_cases(t);
+  index_op_cases(t);
   return t.take();
 }
 

@@ -3,4 +3,6 @@ list(APPEND TAPEGRAD_SOURCES
   check/gradcheck.cpp
   check/checker.cpp
   check/registry.cpp
+  check/registry_training.cpp
+  check/registry_index.cpp
 )

@@ -1,0 +1,10 @@
+#pragma once
+#include <source_location>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+/// a / b elementwise with numpy broadcasting: y = a / b;  da = dy / b,  db = -dy a / b^2.
+/// Throws ShapeError (no broadcast) or ValueError (dtypes differ).
+Tensor div(const Tensor& a, const Tensor& b, const std::source_location& where = std::source_location::current());
+}  // namespace tg

@@ -1,0 +1,12 @@
+#pragma once
+#include <source_location>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+/// Inverted dropout, as torch.nn.functional.dropout: in training each element is zeroed with
+/// probability p (drawn from rng) and the rest scaled by 1 / (1 - p); in eval (training false)
+/// or with p = 0 it returns x itself. dx = dy * mask / (1 - p). Throws ValueError for p outside
+/// [0, 1].
+Tensor dropout(const Tensor& x, double p, bool training, Rng& rng, const std::source_location& where = std::source_location::current());
+}  // namespace tg

@@ -1,0 +1,11 @@
+#pragma once
+#include <source_location>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+/// How gelu computes Phi: exactly with erf ("none" in PyTorch), or the tanh approximation.
+enum class GeluApproximate { none, tanh };
+/// x Phi(x) elementwise, as torch.nn.functional.gelu(x, approximate=...).
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::none, const std::source_location& where = std::source_location::current());
+}  // namespace tg
