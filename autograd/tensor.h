@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/dtype.h"
@@ -117,6 +118,9 @@ class Tensor {
   [[noreturn]] void throw_dtype_error(Dtype asked) const;
   std::shared_ptr<TensorImpl> impl_;
 };
+
+/// Tensors by name, in a fixed order: a module's parameters, a state dict, a checkpoint's entries.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Seeded random numbers for tests and examples (std::mt19937_64 underneath).
 class Rng {

@@ -1,0 +1,3 @@
+# optim/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
+list(APPEND TAPEGRAD_SOURCES
+)
