@@ -19,6 +19,7 @@
 #include "ops/mean.h"
 #include "ops/mul.h"
 #include "ops/narrow.h"
+#include "ops/operators.h"
 #include "ops/permute.h"
 #include "ops/relu.h"
 #include "ops/reshape.h"

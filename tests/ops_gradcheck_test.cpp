@@ -63,6 +63,35 @@ TEST_P(OpGradcheck, SecondOrderMatchesFiniteDifferences) {
   EXPECT_FALSE(r.vacuous) << "the check proves nothing: both Jacobians are zero";
 }
 
+// The derivative contract: without create_graph the engine runs an op's kernel (where it has
+// one), with create_graph its formula in ops; both must give the same gradients.
+TEST_P(OpGradcheck, KernelAndFormulaAgree) {
+  const OpCase& c = GetParam();
+  SCOPED_TRACE(c.name + " on " + c.shapes());
+  auto leaves = [&] {
+    std::vector<tg::Tensor> x;
+    for (const tg::Tensor& t : c.inputs) x.push_back(t.clone().set_requires_grad());
+    return x;
+  };
+  std::vector<tg::Tensor> xk = leaves(), xf = leaves();
+  const std::vector<tg::Tensor> yk = c.fn(xk), yf = c.fn(xf);
+  std::vector<tg::Tensor> w;  // fixed random grad_outputs
+  tg::Rng rng(17);
+  for (const tg::Tensor& y : yk) w.push_back(tg::randn(y.shape(), rng));
+  const auto gk = tg::grad(yk, xk, w, /*create_graph=*/false);
+  const auto gf = tg::grad(yf, xf, w, /*create_graph=*/true);
+  for (std::size_t i = 0; i < gk.size(); ++i) {
+    SCOPED_TRACE("gradient of input " + std::to_string(i));
+    const auto a = gk[i].to_vector(), b = gf[i].to_vector();
+    ASSERT_EQ(a.size(), b.size());
+    double scale = 1e-300;
+    for (double v : b) scale = std::max(scale, std::fabs(v));
+    for (std::size_t k = 0; k < a.size(); ++k)
+      EXPECT_LE(std::fabs(a[k] - b[k]), 1e-12 * scale) << "at " << k << ": kernel " << a[k]
+                                                        << ", formula " << b[k];
+  }
+}
+
 // Forward in float32 agrees with float64 on the same (float32-rounded) inputs, and the backward
 // pass runs in float32 and agrees with float64 too.
 TEST_P(OpGradcheck, RunsInFloat32) {

@@ -1,0 +1,216 @@
+// The holes a user can fall into, each closed: in-place writes to saved tensors, .grad() handles
+// changed behind the user's back, threads sharing a leaf or a graph, shapes and allocations too
+// big, malformed records, and the derivative contract's create_graph rule.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tapegrad.h"
+
+namespace {
+
+using tg::Grads;
+using tg::Tensor;
+
+void expect_graph_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a tg::GraphError";
+  } catch (const tg::GraphError& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\nlacks " << p;
+  }
+}
+
+TEST(Versions, WriteThroughDataBumpsTheVersionReadsDoNot) {
+  Tensor x = tg::zeros({3});
+  const uint64_t v0 = x.version();
+  const Tensor& cx = x;
+  (void)cx.data<double>();
+  (void)x.at({1});
+  EXPECT_EQ(x.version(), v0);
+  x.data<double>()[0] = 1.0;
+  EXPECT_GT(x.version(), v0);
+  const uint64_t v1 = x.version();
+  x.set({2}, 5.0);
+  EXPECT_GT(x.version(), v1);
+  EXPECT_EQ(x.at({2}), 5.0);
+  EXPECT_EQ(x.detach().version(), x.version());  // a view shares the counter
+}
+
+TEST(Versions, BackwardRefusesASavedInputChangedInPlace) {
+  tg::Rng rng(1);
+  Tensor W = tg::randn({3, 2}, rng).set_requires_grad();
+  Tensor X = tg::randn({4, 3}, rng);
+  const Tensor loss = tg::sum_of_squares(tg::matmul(X, W));  // matmul saves X and W
+  W.data<double>()[0] += 1.0;                                // an optimizer-like update
+  expect_graph_error([&] { loss.backward(); }, {"'matmul'", "modified in place", "(3, 2)"});
+  EXPECT_FALSE(W.grad().defined());
+}
+
+TEST(Versions, AnUpdateUnderNoGradBumpsToo) {
+  tg::Rng rng(2);
+  Tensor W = tg::randn({2, 2}, rng).set_requires_grad();
+  const Tensor loss = tg::sum_of_squares(tg::mul(W, W));
+  {
+    tg::NoGradGuard no_grad;
+    Tensor w = W;  // the optimizer's non-const handle
+    w.data<double>()[3] -= 0.1;
+  }
+  expect_graph_error([&] { loss.backward(); }, {"'mul'", "modified in place"});
+}
+
+TEST(Versions, ASavedOutputChangedInPlaceIsRefused) {
+  tg::Rng rng(3);
+  Tensor X = tg::randn({2, 3}, rng).set_requires_grad();
+  Tensor A = tg::softmax(X);  // softmax's derivative reads its output
+  const Tensor loss = tg::sum_of_squares(tg::scale(A, 2.0));
+  A.data<double>()[0] = 0.5;
+  expect_graph_error([&] { loss.backward(); }, {"'softmax'", "modified in place"});
+}
+
+TEST(Versions, OpsThatSaveNothingDoNotCare) {
+  // add's derivative reads no input: changing an input afterwards cannot make it wrong.
+  tg::Rng rng(4);
+  Tensor a = tg::randn({3}, rng).set_requires_grad();
+  Tensor b = tg::randn({3}, rng);
+  const Tensor loss = tg::sum(tg::add(a, b));
+  b.data<double>()[0] = 7.0;
+  loss.backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{1, 1, 1}));
+}
+
+TEST(Grad, AKeptHandleIsNeverChangedByALaterBackward) {
+  tg::Rng rng(5);
+  Tensor x = tg::randn({4}, rng).set_requires_grad();
+  tg::sum_of_squares(x).backward();
+  const Tensor kept = x.grad();
+  const std::vector<double> first = kept.to_vector();
+  tg::sum_of_squares(x).backward();
+  EXPECT_EQ(kept.to_vector(), first);  // the user's handle keeps its values
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(x.grad().at({i}), 2 * first[i]);
+  // Nobody else holds the new buffer: the next backward may accumulate into it in place.
+  const uint64_t v = x.grad().version();
+  tg::sum_of_squares(x).backward();
+  EXPECT_GT(x.grad().version(), v);
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(x.grad().at({i}), 3 * first[i]);
+}
+
+TEST(Threads, SharedLeafAccumulatesExactly) {
+  // Four threads, each with its own graphs, accumulate 300 backwards each into one parameter;
+  // every gradient is exactly 1, so the sum must be exactly 1200.
+  Tensor W = tg::zeros({4096}).set_requires_grad();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([W] {
+      for (int k = 0; k < 300; ++k) tg::sum(tg::scale(W, 1.0)).backward();
+    });
+  for (auto& th : threads) th.join();
+  for (double g : W.grad().to_vector()) EXPECT_EQ(g, 1200.0);
+}
+
+TEST(Threads, ConcurrentBackwardsThroughOneRetainedGraphWorkOrAreRefused) {
+  tg::Rng rng(6);
+  Tensor W = tg::randn({32, 32}, rng).set_requires_grad();
+  Tensor h = W;
+  for (int i = 0; i < 200; ++i) h = tg::scale(tg::softmax(h), 1.5);
+  const Tensor loss = tg::sum_of_squares(h);
+  std::atomic<int> ok{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 20; ++k) {
+        try {
+          tg::grad({loss}, {W}, {}, false, /*retain_graph=*/1);
+          ++ok;
+        } catch (const tg::GraphError& e) {
+          EXPECT_NE(std::string(e.what()).find("another thread"), std::string::npos) << e.what();
+          ++refused;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok + refused, 80);
+  EXPECT_GT(ok.load(), 0);
+  // Whatever ran concurrently, a backward afterwards gives the one true gradient.
+  const Tensor g1 = tg::grad({loss}, {W}, {}, false, 1)[0];
+  const Tensor g2 = tg::grad({loss}, {W}, {}, false, 1)[0];
+  EXPECT_EQ(g1.to_vector(), g2.to_vector());
+}
+
+TEST(Limits, ShapesPastInt64AreShapeErrors) {
+  EXPECT_THROW(tg::Shape({int64_t{1} << 32, int64_t{1} << 32}), tg::ShapeError);
+  EXPECT_THROW(tg::Shape({int64_t{1} << 62, 4}), tg::ShapeError);
+  // Elements fit but bytes do not.
+  EXPECT_THROW(Tensor(tg::Shape({int64_t{1} << 61, 2}), tg::Dtype::f64), tg::ShapeError);
+  EXPECT_NO_THROW(tg::Shape({0, int64_t{1} << 40, int64_t{1} << 40}));
+}
+
+TEST(Limits, AnAllocationTheOsRefusesIsAMemoryError) {
+  try {
+    Tensor t(tg::Shape({int64_t{1} << 46}), tg::Dtype::f64);  // 512 TiB
+    FAIL() << "expected a tg::MemoryError";
+  } catch (const tg::MemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("(70368744177664,)"), std::string::npos) << m;
+    EXPECT_NE(m.find("562949953421312 bytes"), std::string::npos) << m;
+  }
+}
+
+TEST(Record, MoreInputsThanANodeHoldsIsAnError) {
+  Tensor a = tg::ones({2}).set_requires_grad();
+  auto five = [&] {
+    return Tensor(tg::record("five", a.detach().clone(), {a, a, a, a, a})
+                      .formula([](const Tensor& dY) -> Grads { return {dY}; }));
+  };
+  expect_graph_error(five, {"'five'", "5 inputs", "at most 4"});
+}
+
+TEST(Record, ABackwardOfTheWrongDtypeIsAnError) {
+  Tensor x = tg::ones({3}).set_requires_grad();
+  const Tensor y = tg::record("wrong_dtype", x.detach().clone(), {x})
+                       .formula([](const Tensor& dY) -> Grads { return {dY.to(tg::Dtype::f32)}; });
+  expect_graph_error([&] { tg::sum(y).backward(); }, {"'wrong_dtype'", "float32", "float64"});
+}
+
+// An op with a kernel but no formula: fine for a first derivative, refused under create_graph.
+Tensor kernel_only_square(const Tensor& x) {
+  return tg::record("kernel_only_square", tg::mul(x.detach(), x.detach()), {x})
+      .saves(x)
+      .kernel([x](const Tensor& dY) -> Grads {
+        Tensor dX(x.shape(), x.dtype());
+        const double* px = x.data<double>();
+        const double* pd = dY.data<double>();
+        double* out = dX.data<double>();
+        for (int64_t i = 0; i < x.numel(); ++i) out[i] = 2 * px[i] * pd[i];
+        return {dX};
+      });
+}
+
+TEST(Contract, KernelOnlyOpIsNotTwiceDifferentiable) {
+  Tensor x = tg::from_vector({1.0, -2.0}, {2}).set_requires_grad();
+  const Tensor g = tg::grad({tg::sum(kernel_only_square(x))}, {x})[0];
+  EXPECT_EQ(g.to_vector(), (std::vector<double>{2.0, -4.0}));
+  expect_graph_error([&] { tg::grad({tg::sum(kernel_only_square(x))}, {x}, {}, true); },
+                     {"'kernel_only_square'", "not twice differentiable"});
+}
+
+TEST(Contract, FormulaIsWhatCreateGraphRecordsKernelWhatPlainBackwardRuns) {
+  // A formula and a kernel that disagree on purpose show which one each mode runs.
+  Tensor x = tg::ones({2}).set_requires_grad();
+  auto op = [&] {
+    return Tensor(tg::record("two_faced", x.detach().clone(), {x})
+                      .formula([](const Tensor& dY) -> Grads { return {tg::scale(dY, 2.0)}; })
+                      .kernel([](const Tensor& dY) -> Grads { return {tg::scale(dY, 3.0)}; }));
+  };
+  EXPECT_EQ(tg::grad({tg::sum(op())}, {x})[0].to_vector(), (std::vector<double>{3, 3}));
+  EXPECT_EQ(tg::grad({tg::sum(op())}, {x}, {}, true)[0].to_vector(), (std::vector<double>{2, 2}));
+}
+
+}  // namespace
