@@ -4,6 +4,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <memory>
+
 #include "autograd/grad_mode.h"
 #include "bench/baseline.h"
 #include "bench/flops.h"
@@ -23,12 +25,12 @@ Case read_case(const benchmark::State& st) {
 }
 
 template <class T>
-tg::CausalSelfAttention make_layer(const Case& c, tg::Rng& rng, bool fused = true) {
+std::unique_ptr<tg::nn::QKVAttention> make_layer(const Case& c, tg::Rng& rng, bool fused = true) {
   tg::AttentionOptions o;
   o.heads = c.H;
   o.need_weights = !fused;  // fused: what a user who wants speed runs
-  return tg::CausalSelfAttention(c.D, c.D, c.D, o, /*output_proj=*/true, rng, tg::dtype_of<T>(),
-                                 1.0 / std::sqrt(double(c.D)));
+  return std::make_unique<tg::nn::QKVAttention>(c.D, c.D, c.D, o, /*output_proj=*/true, rng,
+                                                tg::dtype_of<T>(), 1.0 / std::sqrt(double(c.D)));
 }
 
 void set_flops(benchmark::State& st, double flops) {
@@ -39,11 +41,11 @@ template <class T>
 void BM_Attention_Fwd(benchmark::State& st) {
   const Case c = read_case(st);
   tg::Rng rng(0);
-  const tg::CausalSelfAttention layer = make_layer<T>(c, rng);
+  const auto layer = make_layer<T>(c, rng);
   const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
   tg::NoGradGuard no_grad;
   for (auto _ : st) {
-    const tg::Tensor Y = layer.forward(X).Y;
+    const tg::Tensor Y = layer->forward(X).Y;
     benchmark::DoNotOptimize(Y.data<T>());
   }
   set_flops(st, attention_fwd_flops(c.B, c.T, c.D));
@@ -54,12 +56,12 @@ template <class T>
 void fwd_bwd(benchmark::State& st, bool fused) {
   const Case c = read_case(st);
   tg::Rng rng(0);
-  const tg::CausalSelfAttention layer = make_layer<T>(c, rng, fused);
+  const auto layer = make_layer<T>(c, rng, fused);
   const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
-  const auto params = layer.parameters();
+  const std::vector<tg::Tensor> params = layer->parameters();
   for (auto _ : st) {
     for (const tg::Tensor& p : params) p.zero_grad();
-    const tg::Tensor L = tg::attention_loss(layer.forward(X).Y);
+    const tg::Tensor L = tg::attention_loss(layer->forward(X).Y);
     L.backward();
     benchmark::DoNotOptimize(params[0].grad().data<T>());
   }

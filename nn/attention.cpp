@@ -132,36 +132,39 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
 
 Tensor attention_loss(const Tensor& Y) { return scale(sum_of_squares(Y), 0.5); }
 
-CausalSelfAttention::CausalSelfAttention(int64_t D, int64_t d_k, int64_t d_v,
-                                         const AttentionOptions& opts, bool output_proj, Rng& rng,
-                                         Dtype dtype, double init_std)
+namespace nn {
+
+QKVAttention::QKVAttention(int64_t D, int64_t d_k, int64_t d_v, const AttentionOptions& opts,
+                           bool output_proj, Rng& rng, Dtype dtype, double init_std)
     : options(opts) {
-  check_options(options, "CausalSelfAttention");
+  check_options(options, "QKVAttention");
   if (D < 1 || d_k < 1 || d_v < 1)
-    throw ValueError("CausalSelfAttention: D, d_k and d_v must be positive, got " +
-                     std::to_string(D) + ", " + std::to_string(d_k) + ", " + std::to_string(d_v));
+    throw ValueError("QKVAttention: D, d_k and d_v must be positive, got " + std::to_string(D) +
+                     ", " + std::to_string(d_k) + ", " + std::to_string(d_v));
   if (d_k % options.heads != 0 || d_v % options.heads != 0)
-    throw ValueError("CausalSelfAttention: " + std::to_string(options.heads) +
+    throw ValueError("QKVAttention: " + std::to_string(options.heads) +
                      " heads must divide d_k = " + std::to_string(d_k) + " and d_v = " +
                      std::to_string(d_v));
   if (options.rope && (d_k / options.heads) % 2 != 0)
-    throw ValueError("CausalSelfAttention: RoPE rotates pairs, so the head size d_k/H = " +
+    throw ValueError("QKVAttention: RoPE rotates pairs, so the head size d_k/H = " +
                      std::to_string(d_k / options.heads) + " must be even");
-  W_Q = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
-  W_K = randn({D, d_k}, rng, dtype, init_std).set_requires_grad();
-  W_V = randn({D, d_v}, rng, dtype, init_std).set_requires_grad();
-  if (output_proj) W_O = randn({d_v, d_v}, rng, dtype, init_std).set_requires_grad();
+  W_Q = randn({D, d_k}, rng, dtype, init_std);
+  W_K = randn({D, d_k}, rng, dtype, init_std);
+  W_V = randn({D, d_v}, rng, dtype, init_std);
+  register_parameter("W_Q", W_Q);
+  register_parameter("W_K", W_K);
+  register_parameter("W_V", W_V);
+  if (output_proj) {
+    W_O = randn({d_v, d_v}, rng, dtype, init_std);
+    register_parameter("W_O", W_O);
+  }
 }
 
-AttentionOutput CausalSelfAttention::forward(const Tensor& X) const {
+AttentionOutput QKVAttention::forward(const Tensor& X) const {
   return options.heads == 1 ? single_head_attention(X, W_Q, W_K, W_V, W_O, options)
                             : multi_head_attention(X, W_Q, W_K, W_V, W_O, options);
 }
 
-std::vector<Tensor> CausalSelfAttention::parameters() const {
-  std::vector<Tensor> p{W_Q, W_K, W_V};
-  if (W_O.defined()) p.push_back(W_O);
-  return p;
-}
+}  // namespace nn
 
 }  // namespace tg

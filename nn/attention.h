@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/module.h"
 
 namespace tg {
 
@@ -24,9 +25,10 @@ struct AttentionOptions {
   bool scale = true;   // false drops 1/sqrt(d), the lesson's exercise (d)
   bool rope = false;
   double rope_base = 10000.0;
-  /// true: the composed ops, with the weights A on the tape and returned (as in the lesson).
-  /// false: the fused causal_attention op, O(T d) memory and faster; A is left undefined.
-  bool need_weights = true;
+  /// false (the default): the fused causal_attention op, O(T d) memory and faster; A is left
+  /// undefined. true: the composed ops, with the weights A on the tape and returned (as in the
+  /// lesson, the demo and the invariant checker).
+  bool need_weights = false;
 };
 
 /// What an attention function computed, for the caller and the invariant checker. Q, K, V are
@@ -57,22 +59,26 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
 /// The loss the tools use: L = 0.5 * sum(Y^2).
 Tensor attention_loss(const Tensor& Y);
 
-/// A causal self-attention layer that owns its parameters (public: read and set them freely).
-class CausalSelfAttention {
+namespace nn {
+
+/// The lesson's causal self-attention as a layer: parameters W_Q, W_K (D, d_k), W_V (D, d_v)
+/// and, with output_proj, W_O (d_v, d_v), registered under those names. (nanoGPT's layer, with
+/// one fused c_attn projection, is nn::CausalSelfAttention in nn/gpt.h.)
+class QKVAttention : public Module {
  public:
-  /// Weights drawn from N(0, init_std^2) (the lesson uses 0.1); W_O only when output_proj.
-  /// Throws ValueError when heads does not divide d_k and d_v.
-  CausalSelfAttention(int64_t D, int64_t d_k, int64_t d_v, const AttentionOptions& options,
-                      bool output_proj, Rng& rng, Dtype dtype = Dtype::f64,
-                      double init_std = 0.1);
+  /// Weights drawn from N(0, init_std^2) (the lesson uses 0.1); W_O only when output_proj. The
+  /// options default to the fused path; set options.need_weights for A. Throws ValueError when
+  /// heads does not divide d_k and d_v, or for a bad option.
+  QKVAttention(int64_t D, int64_t d_k, int64_t d_v, const AttentionOptions& options,
+               bool output_proj, Rng& rng, Dtype dtype = Dtype::f64, double init_std = 0.1);
 
   /// single_head_attention when options.heads == 1, else multi_head_attention.
   AttentionOutput forward(const Tensor& X) const;
-  /// W_Q, W_K, W_V and, when present, W_O.
-  std::vector<Tensor> parameters() const;
 
   Tensor W_Q, W_K, W_V, W_O;
   AttentionOptions options;
 };
+
+}  // namespace nn
 
 }  // namespace tg

@@ -130,6 +130,7 @@ AttentionOptions opts(int64_t heads, int64_t window = 0, bool scale = true, bool
   o.scale = scale;
   o.rope = rope;
   o.rope_base = base;
+  o.need_weights = true;  // the tool writes A.npy unless --no-weights
   return o;
 }
 

@@ -70,7 +70,7 @@ struct Run {
   int changed_iterations = 0;  // iterations whose loss or gradients differ from the first
 };
 
-// `iterations` of forward + backward of CausalSelfAttention (B = 2, D = 8, d_k = d_v = 8, H = 2,
+// `iterations` of forward + backward of QKVAttention (B = 2, D = 8, d_k = d_v = 8, H = 2,
 // with W_O) on X of T = lengths[i % lengths.size()] positions, on `threads` threads.
 Run train_loop(bool need_weights, const std::vector<int64_t>& lengths, int iterations, int warmup,
                int threads) {
@@ -80,7 +80,7 @@ Run train_loop(bool need_weights, const std::vector<int64_t>& lengths, int itera
   o.heads = 2;
   o.need_weights = need_weights;
   tg::Rng rng(42);
-  const tg::CausalSelfAttention layer(8, 8, 8, o, /*output_proj=*/true, rng);
+  const tg::nn::QKVAttention layer(8, 8, 8, o, /*output_proj=*/true, rng);
   std::vector<Tensor> xs, leaves = layer.parameters();
   for (int64_t T : lengths) xs.push_back(tg::randn({2, T, 8}, rng).set_requires_grad());
   std::vector<std::vector<double>> first(lengths.size());
@@ -143,7 +143,7 @@ TEST(Memory, EmptyCacheReleasesAndTheLoopRewarms) {
   tg::AttentionOptions o;
   o.heads = 2;
   tg::Rng rng(7);
-  const tg::CausalSelfAttention layer(8, 8, 8, o, true, rng);
+  const tg::nn::QKVAttention layer(8, 8, 8, o, true, rng);
   const Tensor X = tg::randn({2, 8, 8}, rng).set_requires_grad();
   auto step = [&] { tg::attention_loss(layer.forward(X).Y).backward(); };
   for (int i = 0; i < 10; ++i) step();

@@ -65,8 +65,10 @@ std::vector<Tensor> make_inputs(const Case& c, uint64_t seed = 7) {
 
 tg::AttentionOutput run(const Case& c, const std::vector<Tensor>& in) {
   const Tensor W_O = in.size() > 4 ? in[4] : Tensor();
-  return c.o.heads == 1 ? tg::single_head_attention(in[0], in[1], in[2], in[3], W_O, c.o)
-                        : tg::multi_head_attention(in[0], in[1], in[2], in[3], W_O, c.o);
+  AttentionOptions o = c.o;
+  o.need_weights = true;  // the composed path; the fused one is compared with it elsewhere
+  return o.heads == 1 ? tg::single_head_attention(in[0], in[1], in[2], in[3], W_O, o)
+                      : tg::multi_head_attention(in[0], in[1], in[2], in[3], W_O, o);
 }
 
 // Rotates each pair (2i, 2i+1) of row m of x (T, d_h) by m * base^(-2i/d_h).
@@ -351,11 +353,11 @@ TEST(Rope, ScoreDependsOnlyOnRelativePosition) {
   }
 }
 
-TEST(CausalSelfAttention, ParametersAreTheWeights) {
+TEST(QKVAttention, ParametersAreTheWeights) {
   for (bool proj : {false, true}) {
     SCOPED_TRACE(proj ? "with W_O" : "without W_O");
     tg::Rng rng(9);
-    const tg::CausalSelfAttention layer(4, 6, 2, {.heads = 2}, proj, rng);
+    const tg::nn::QKVAttention layer(4, 6, 2, {.heads = 2}, proj, rng);
     const auto p = layer.parameters();
     ASSERT_EQ(p.size(), proj ? 4u : 3u);
     const Tensor* w[] = {&layer.W_Q, &layer.W_K, &layer.W_V, &layer.W_O};
@@ -370,10 +372,10 @@ TEST(CausalSelfAttention, ParametersAreTheWeights) {
   }
 }
 
-TEST(CausalSelfAttention, ForwardUsesReplacedWeightsAndBackwardAccumulates) {
+TEST(QKVAttention, ForwardUsesReplacedWeightsAndBackwardAccumulates) {
   const Case c{"layer", 2, 4, 4, 4, 4, {.heads = 2, .rope = true}, true};
   tg::Rng rng(10);
-  tg::CausalSelfAttention layer(4, 4, 4, c.o, true, rng);
+  tg::nn::QKVAttention layer(4, 4, 4, c.o, true, rng);
   auto in = make_inputs(c, 12);
   layer.W_Q = in[1].set_requires_grad();
   layer.W_K = in[2].set_requires_grad();
@@ -447,10 +449,10 @@ TEST(Attention, BadInputsThrowNamingModelAndShapes) {
        V, {mh, "rope base", "-5"}},
       {"rope base NaN", [&] { one(X, W, W, W, none, {.rope = true, .rope_base = NAN}); }, V,
        {sh, "rope base"}},
-      {"layer: H does not divide", [&] { tg::CausalSelfAttention(4, 6, 4, {.heads = 4}, 1, rng); },
-       V, {"CausalSelfAttention", "4 heads", "d_k = 6"}},
-      {"layer: window < 0", [&] { tg::CausalSelfAttention(4, 4, 4, {.window = -2}, 0, rng); }, V,
-       {"CausalSelfAttention", "window"}},
+      {"layer: H does not divide", [&] { tg::nn::QKVAttention(4, 6, 4, {.heads = 4}, 1, rng); },
+       V, {"QKVAttention", "4 heads", "d_k = 6"}},
+      {"layer: window < 0", [&] { tg::nn::QKVAttention(4, 4, 4, {.window = -2}, 0, rng); }, V,
+       {"QKVAttention", "window"}},
       {"rope op: odd d_h", [] { tg::rope(tg::zeros({3, 5})); }, S, {"rope", "(3, 5)"}},
       {"rope op: rank 1", [] { tg::rope(tg::zeros({4})); }, S, {"rope", "(4,)"}},
       {"rope op: base 0", [] { tg::rope(tg::zeros({3, 4}), 0.0); }, V, {"rope", "base"}},

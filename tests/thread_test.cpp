@@ -78,7 +78,7 @@ Values attention_workload(uint64_t seed, bool need_weights) {
     o.window = heads == 2 ? 3 : 0;
     o.rope = heads != 1;
     o.need_weights = need_weights;
-    CausalSelfAttention layer(6, 8, 8, o, /*output_proj=*/heads != 1, rng);
+    tg::nn::QKVAttention layer(6, 8, 8, o, /*output_proj=*/heads != 1, rng);
     const Tensor X = randn({3, 9, 6}, rng).set_requires_grad();  // (B, T, D)
     const AttentionOutput r = layer.forward(X);
     const Tensor L = attention_loss(r.Y);
@@ -325,7 +325,7 @@ Values fused_attention_run(int64_t B, int64_t H, int64_t T) {
   o.heads = H;
   o.need_weights = false;
   o.rope = true;
-  CausalSelfAttention layer(16, 32, 32, o, /*output_proj=*/true, rng);
+  tg::nn::QKVAttention layer(16, 32, 32, o, /*output_proj=*/true, rng);
   const Tensor X = randn({B, T, 16}, rng).set_requires_grad();  // (B, T, D)
   const Tensor Y = layer.forward(X).Y;                          // (B, T, d_v)
   attention_loss(Y).backward();

@@ -106,7 +106,8 @@ void add_model_rows(std::vector<Row>& rows) {
     std::vector<Tensor> inputs = {randn(Shape(c.x_shape), rng), weight(D, c.d_k),
                                   weight(D, c.d_k), weight(D, c.d_v)};
     if (c.output_proj) inputs.push_back(weight(c.d_v, c.d_v));
-    const AttentionOptions o = c.options;
+    AttentionOptions o = c.options;
+    o.need_weights = true;  // the composed ops: their grad-of-grad is part of the check
     const Function fn = [o](const std::vector<Tensor>& x) {
       const Tensor W_O = x.size() > 4 ? x[4] : Tensor();
       const AttentionOutput out = o.heads == 1

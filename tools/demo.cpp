@@ -18,6 +18,8 @@ namespace tg {
 namespace {
 
 constexpr int64_t kT = 8, kD = 4;
+// The lesson looks at the weights, so its attention keeps them (the composed ops).
+const AttentionOptions kLesson{.need_weights = true};
 
 char num[128];
 const char* f6(double v) {
@@ -43,7 +45,7 @@ int run_demo(std::ostream& out) {
   out << "  W_Q, W_K, W_V  shape (4, 4) each, N(0, 0.1^2) entries (a stand-in for Xavier)\n";
 
   heading(out, "3. Q = X W_Q, K = X W_K, V = X W_V");
-  const AttentionOutput att = single_head_attention(X, W_Q, W_K, W_V);
+  const AttentionOutput att = single_head_attention(X, W_Q, W_K, W_V, Tensor(), kLesson);
   out << "  Q " << att.Q.shape().str() << "   K " << att.K.shape().str() << "   V "
       << att.V.shape().str() << "\n";
 
@@ -76,7 +78,7 @@ int run_demo(std::ostream& out) {
 
   heading(out, "9. The four sanity checks (and two more), by the attention-invariant checker");
   const AttentionFn fn = [](const Tensor& x, const std::vector<Tensor>& p) {
-    return single_head_attention(x, p[0], p[1], p[2]);
+    return single_head_attention(x, p[0], p[1], p[2], Tensor(), kLesson);
   };
   CheckerOptions names;
   names.parameter_names = {"W_Q", "W_K", "W_V"};

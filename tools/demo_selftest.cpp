@@ -49,6 +49,7 @@ void sliding_window(std::ostream& out, const Tensor& X, const std::vector<Tensor
   heading(out, "Self-test (c): a sliding-window mask of width w = 3");
   AttentionOptions o;
   o.window = 3;
+  o.need_weights = true;
   const AttentionOutput att = single_head_attention(X, W[0], W[1], W[2], Tensor(), o);
   show(out, "causal_mask(8, window 3)", causal_mask(kT, Dtype::f64, 3), 0);
   out << heatmap(att.A);
@@ -156,7 +157,8 @@ void multi_head(std::ostream& out, bool& ok) {
   AttentionOptions o;
   o.heads = 2;
   o.rope = true;
-  const CausalSelfAttention layer(8, 8, 8, o, /*output_proj=*/true, rng);
+  o.need_weights = true;  // the section shows A's shape
+  const nn::QKVAttention layer(8, 8, 8, o, /*output_proj=*/true, rng);
   const Tensor X = randn({2, kT, 8}, rng);
   const AttentionOutput att = layer.forward(X);
   out << "  X " << X.shape().str() << " -> Q, K, V per head " << att.Q.shape().str()
@@ -187,7 +189,7 @@ bool self_test(std::ostream& out) {
   const Tensor X = randn({kT, 4}, rng);
   std::vector<Tensor> W;
   for (int k = 0; k < 3; ++k) W.push_back(randn({4, 4}, rng, Dtype::f64, 0.1));
-  const AttentionOutput att = single_head_attention(X, W[0], W[1], W[2]);
+  const AttentionOutput att = single_head_attention(X, W[0], W[1], W[2], Tensor(), {.need_weights = true});
   strong_weights(out, att.A, ok);
   sliding_window(out, X, W, ok);
   unscaled_scores(out, ok);

@@ -6,7 +6,7 @@ int main() {
   tg::AttentionOptions options;
   options.heads = 2;
   options.rope = true;
-  tg::CausalSelfAttention layer(/*D=*/8, /*d_k=*/8, /*d_v=*/8, options, /*output_proj=*/true, rng);
+  tg::nn::QKVAttention layer(/*D=*/8, /*d_k=*/8, /*d_v=*/8, options, /*output_proj=*/true, rng);
   tg::Tensor X = tg::randn({2, 16, 8}, rng);                   // (B, T, D)
   tg::Tensor loss = tg::attention_loss(layer.forward(X).Y);    // 0.5 * sum(Y^2)
   loss.backward();                                             // fills W_Q.grad(), ...

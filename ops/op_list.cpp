@@ -1,0 +1,81 @@
+// The rows of the op list. Sample sizes are attention-like: B H = 8 entries of T = 256 rows of
+// d = 64 (or T x T scores), as the benchmarks have always used.
+
+#include "ops/op_list.h"
+
+#include "ops/ops.h"
+
+namespace tg {
+
+namespace {
+
+constexpr int64_t kBH = 8, kT = 256, kD = 64, kV = 65;
+using X = const std::vector<Tensor>&;
+
+// Fixed index inputs for the index ops, in [0, kV).
+Tensor sample_indices(const Shape& s) {
+  std::vector<int64_t> v(s.numel());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919) % kV);
+  return from_indices(v, s);
+}
+
+std::vector<OpInfo> rows() {
+  const OpKind unary = OpKind::unary, binary = OpKind::binary, other = OpKind::other;
+  const OpDomain real = OpDomain::real, positive = OpDomain::positive;
+  const Shape act{kBH, kT, kD}, scores{kBH, kT, kT};
+  return {
+      {"add", binary, real, {act, {kT, kD}}, [](X x) { return add(x[0], x[1]); }},
+      {"add_mask", other, real, {scores},
+       [](X x) { return add_mask(x[0], causal_mask(x[0].size(-1), x[0].dtype())); }},
+      {"broadcast_to", other, real, {{kT, kD}},
+       [](X x) { return broadcast_to(x[0], {kBH, kT, kD}); }},
+      {"cat", other, real, {act, act}, [](X x) { return cat({x[0], x[1]}, -1); }},
+      {"causal_attention", other, real, {act, act, act},
+       [](X x) { return causal_attention(x[0], x[1], x[2], 0.125); }},
+      {"causal_attention_heads", other, real, {{2, kT, 4 * kD}, {2, kT, 4 * kD}, {2, kT, 4 * kD}},
+       [](X x) { return causal_attention_heads(x[0], x[1], x[2], 4, 0.125); }},
+      {"cross_entropy", other, real, {{12 * 64, kV}},
+       [](X x) { return cross_entropy(x[0], sample_indices({x[0].size(0)})); }},
+      {"div", binary, positive, {act, act}, [](X x) { return div(x[0], x[1]); }},
+      {"dropout", other, real, {act},
+       [](X x) {
+         Rng rng(0);
+         return dropout(x[0], 0.1, true, rng);
+       }},
+      {"embedding", other, real, {{kV, 128}},
+       [](X x) { return embedding(sample_indices({12, 64}), x[0]); }},
+      {"exp", unary, real, {act}, [](X x) { return exp(x[0]); }},
+      {"gelu", unary, real, {act}, [](X x) { return gelu(x[0], GeluApproximate::tanh); }},
+      {"layer_norm", other, real, {act, {kD}, {kD}},
+       [](X x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"log", unary, positive, {act}, [](X x) { return log(x[0]); }},
+      {"log_softmax", other, real, {scores}, [](X x) { return log_softmax(x[0]); }},
+      {"matmul", other, real, {act, {kD, kD}}, [](X x) { return matmul(x[0], x[1]); }},
+      {"mean", other, real, {act}, [](X x) { return mean(x[0], -1, true); }},
+      {"mul", binary, real, {act, act}, [](X x) { return mul(x[0], x[1]); }},
+      {"narrow", other, real, {act}, [](X x) { return narrow(x[0], -1, 8, kD / 2); }},
+      {"permute", other, real, {{2, kT, 4, kD}}, [](X x) { return permute(x[0], {0, 2, 1, 3}); }},
+      {"relu", unary, OpDomain::nonzero, {act}, [](X x) { return relu(x[0]); }},
+      {"reshape", other, real, {act}, [](X x) { return reshape(x[0], {-1, kD}); }},
+      {"rope", other, real, {act}, [](X x) { return rope(x[0]); }},
+      {"rsqrt", unary, positive, {act}, [](X x) { return rsqrt(x[0]); }},
+      {"scale", unary, real, {scores}, [](X x) { return scale(x[0], 0.125); }},
+      {"softmax", other, real, {scores}, [](X x) { return softmax(x[0]); }},
+      {"sqrt", unary, positive, {act}, [](X x) { return sqrt(x[0]); }},
+      {"sub", binary, real, {act, act}, [](X x) { return sub(x[0], x[1]); }},
+      {"sum", other, real, {act}, [](X x) { return sum(x[0], -1, true); }},
+      {"sum_of_squares", other, real, {act}, [](X x) { return sum_of_squares(x[0]); }},
+      {"sum_to", other, real, {act}, [](X x) { return sum_to(x[0], {kT, kD}); }},
+      {"tanh", unary, real, {act}, [](X x) { return tanh(x[0]); }},
+      {"transpose", other, real, {act}, [](X x) { return transpose(x[0]); }},
+  };
+}
+
+}  // namespace
+
+const std::vector<OpInfo>& op_list() {
+  static const std::vector<OpInfo> list = rows();
+  return list;
+}
+
+}  // namespace tg

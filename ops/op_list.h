@@ -1,0 +1,40 @@
+#pragma once
+// The list of ops: one row per op, read by everything that needs every op (the registry test
+// checks each has cases, the random-graph test composes them, the benchmarks time them, `tapegrad
+// check` reports them). Adding an op means: its file pair, a row here, its registry rows.
+
+#include <functional>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+/// How an op's inputs relate to its output, so generic tests can compose it with any shapes.
+enum class OpKind {
+  unary,   // elementwise, one input, output of the input's shape
+  binary,  // elementwise, two inputs broadcast numpy style
+  other,   // shapes of its own (the generic drivers use `sample_shapes`)
+};
+
+/// Which inputs an op accepts.
+enum class OpDomain {
+  real,      // any finite value
+  positive,  // log, sqrt, rsqrt, div's divisor: inputs are mapped to positive values first
+  nonzero,   // a kink at 0 (relu): inputs are kept away from it for finite differences
+};
+
+struct OpInfo {
+  const char* name;  // as recorded on the tape and in the registry: "softmax"
+  OpKind kind;
+  OpDomain domain;
+  std::vector<Shape> sample_shapes;  // one attention-like size: the benchmarks' inputs
+  /// The op on float inputs: of any shapes for unary and binary ops, of sample_shapes otherwise
+  /// (index inputs, masks and options are fixed inside).
+  std::function<Tensor(const std::vector<Tensor>&)> call;
+};
+
+/// Every op, in alphabetical order.
+const std::vector<OpInfo>& op_list();
+
+}  // namespace tg
