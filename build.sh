@@ -15,7 +15,8 @@ esac
 
 # Debian packages the build and the tests need; only the missing ones are installed.
 packages=(cmake ninja-build g++ libeigen3-dev libblis-openmp-dev libcli11-dev libgtest-dev libbenchmark-dev
-          python3 python3-numpy)
+          nlohmann-json3-dev python3 python3-numpy python3-torch libopenblas0-pthread
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,9 +8,43 @@
 #include <new>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG_ASAN 1
+#endif
+#endif
+#if defined(TG_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace tg {
 
 namespace {
+
+// The cache keeps freed buffers and hands out buckets larger than asked, which would hide a
+// use-after-free and an overrun into the slack from AddressSanitizer. Under ASan a buffer is
+// therefore poisoned while cached, only the asked bytes are addressable while in use, and it is
+// made addressable again just before it goes back to malloc. Without ASan these do nothing.
+void poison(void* p, std::size_t bytes) {
+#if defined(TG_ASAN)
+  ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+void unpoison(void* p, std::size_t bytes) {
+#if defined(TG_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+void release(void* p, std::size_t capacity) {
+  unpoison(p, capacity);
+  std::free(p);
+}
 
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;  // per thread
@@ -36,7 +70,7 @@ struct Cache {
     destroyed = true;
   }
   void release_all() {
-    for (auto& e : free) std::free(e.ptr);
+    for (auto& e : free) release(e.ptr, e.size);
     free.clear();
     stats.cached_bytes = 0;
   }
@@ -61,6 +95,7 @@ Storage::Storage(std::size_t bytes) : bytes_(bytes), capacity_(bucket_size(bytes
         c.free.pop_back();
         c.stats.cached_bytes -= capacity_;
         ++c.stats.cache_hits;
+        unpoison(data_, bytes_);  // the slack past bytes_ stays poisoned
         return;
       }
     }
@@ -68,15 +103,17 @@ Storage::Storage(std::size_t bytes) : bytes_(bytes), capacity_(bucket_size(bytes
   }
   data_ = std::aligned_alloc(kAlign, capacity_);
   if (!data_) throw std::bad_alloc();
+  poison(static_cast<char*>(data_) + bytes_, capacity_ - bytes_);
 }
 
 Storage::~Storage() {
   if (Cache::destroyed) {
-    std::free(data_);
+    release(data_, capacity_);
     return;
   }
   Cache& c = cache();
   if (c.stats.cached_bytes + capacity_ > kMaxCachedBytes) c.release_all();
+  poison(data_, capacity_);
   c.free.push_back({capacity_, data_});
   c.stats.cached_bytes += capacity_;
 }

@@ -3,24 +3,28 @@
 
 #include <benchmark/benchmark.h>
 
-#include <functional>
+#include <cctype>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "bench/flops.h"
+#include "ops/op_list.h"
 #include "ops/ops.h"
 
 namespace {
 
-using Op = std::function<tg::Tensor(const std::vector<tg::Tensor>&)>;
-
 // Forward only (no tape) or forward + backward of op(inputs) for the benchmark loop.
 template <class T>
-void run_op(benchmark::State& st, const std::vector<tg::Shape>& shapes, const Op& op,
-            bool backward, double flops = 0) {
+void run_op(benchmark::State& st, const tg::OpInfo& info, bool backward, double flops = 0) {
   tg::Rng rng(0);
   std::vector<tg::Tensor> in;
-  for (const auto& s : shapes) in.push_back(tg::randn(s, rng, tg::dtype_of<T>()));
+  for (const auto& s : info.sample_shapes) {
+    tg::Tensor x = tg::randn(s, rng, tg::dtype_of<T>());
+    if (info.domain == tg::OpDomain::positive) x = tg::add(tg::mul(x, x), 0.5);
+    in.push_back(x);
+  }
+  const auto& op = info.call;
   if (backward)
     for (auto& t : in) t.set_requires_grad();
   tg::Tensor g;
@@ -42,52 +46,47 @@ void run_op(benchmark::State& st, const std::vector<tg::Shape>& shapes, const Op
         benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-constexpr int64_t kBH = 8, kT = 256, kD = 64;
-
-struct OpBench {
-  const char* name;
-  std::vector<tg::Shape> shapes;
-  Op op;
-  double fwd_flops;  // 0: a memory-bound op, no FLOP/s counter
-};
-
-std::vector<OpBench> table() {
-  using tg::Tensor;
-  using X = const std::vector<Tensor>&;
-  const double mm = tg::bench::matmul_flops(kBH * kT, kD, kD);
-  const double bmm = kBH * tg::bench::matmul_flops(kT, kD, kT);
-  return {
-      {"Matmul", {{kBH, kT, kD}, {kD, kD}}, [](X x) { return tg::matmul(x[0], x[1]); }, mm},
-      {"MatmulBatched", {{kBH, kT, kD}, {kBH, kT, kD}},
-       [](X x) { return tg::matmul(x[0], x[1], false, true); }, bmm},
-      {"Transpose", {{kBH, kT, kD}}, [](X x) { return tg::transpose(x[0]); }, 0},
-      {"Permute", {{2, kT, 4, kD}}, [](X x) { return tg::permute(x[0], {0, 2, 1, 3}); }, 0},
-      {"Reshape", {{kBH, kT, kD}}, [](X x) { return tg::reshape(x[0], {-1, kD}); }, 0},
-      {"Scale", {{kBH, kT, kT}}, [](X x) { return tg::scale(x[0], 0.125); }, 0},
-      {"AddMask", {{kBH, kT, kT}},
-       [](X x) { return tg::add_mask(x[0], tg::causal_mask(kT, x[0].dtype())); }, 0},
-      {"Softmax", {{kBH, kT, kT}}, [](X x) { return tg::softmax(x[0]); }, 0},
-      {"SumOfSquares", {{kBH, kT, kD}}, [](X x) { return tg::sum_of_squares(x[0]); }, 0},
-      {"Add", {{kBH, kT, kD}, {kT, kD}}, [](X x) { return tg::add(x[0], x[1]); }, 0},
-      {"Sub", {{kBH, kT, kD}, {kBH, kT, kD}}, [](X x) { return tg::sub(x[0], x[1]); }, 0},
-      {"Mul", {{kBH, kT, kD}, {kBH, kT, kD}}, [](X x) { return tg::mul(x[0], x[1]); }, 0},
-      {"Sum", {{kBH, kT, kD}}, [](X x) { return tg::sum(x[0], -1, true); }, 0},
-      {"Rope", {{kBH, kT, kD}}, [](X x) { return tg::rope(x[0]); }, 0},
-      {"CausalAttention", {{kBH, kT, kD}, {kBH, kT, kD}, {kBH, kT, kD}},
-       [](X x) { return tg::causal_attention(x[0], x[1], x[2], 0.125); }, 2 * bmm},
-  };
+// The FLOPs of one forward of an op on its sample shapes, for the compute-bound ops; 0 for
+// the memory-bound ones (no FLOP/s counter).
+double fwd_flops(const tg::OpInfo& op) {
+  const std::vector<tg::Shape>& s = op.sample_shapes;
+  const std::string name = op.name;
+  if (name == "matmul") return tg::bench::matmul_flops(s[0].numel() / s[0][s[0].rank() - 1],
+                                                       s[0][s[0].rank() - 1], s[1][1]);
+  if (name == "causal_attention" || name == "causal_attention_heads") {
+    const tg::Shape& q = s[0];  // (N, T, d) entries (packed heads count as d in total)
+    const double entries = q.numel() / (q[q.rank() - 2] * q[q.rank() - 1]);
+    return 2 * entries * tg::bench::matmul_flops(q[q.rank() - 2], q[q.rank() - 1], q[q.rank() - 2]);
+  }
+  return 0;
 }
 
-// BM_<Op>_Fwd<float>, BM_<Op>_FwdBwd<double>, ...: four benchmarks per row of the table.
+// "causal_attention" -> "CausalAttention".
+std::string camel(const char* name) {
+  std::string out;
+  bool up = true;
+  for (const char* c = name; *c; ++c) {
+    if (*c == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    up = false;
+  }
+  return out;
+}
+
+// BM_<Op>_Fwd<float>, BM_<Op>_FwdBwd<double>, ...: four benchmarks per op of the op list, on
+// its sample shapes.
 template <class T>
 void register_rows(const char* type) {
-  for (const OpBench& row : table())
+  for (const tg::OpInfo& op : tg::op_list())
     for (bool backward : {false, true}) {
       const std::string name =
-          std::string("BM_") + row.name + (backward ? "_FwdBwd<" : "_Fwd<") + type + ">";
-      const double flops = backward ? 3 * row.fwd_flops : row.fwd_flops;
-      benchmark::RegisterBenchmark(name.c_str(), [row, backward, flops](benchmark::State& st) {
-        run_op<T>(st, row.shapes, row.op, backward, flops);
+          "BM_" + camel(op.name) + (backward ? "_FwdBwd<" : "_Fwd<") + type + ">";
+      const double flops = backward ? 3 * fwd_flops(op) : fwd_flops(op);
+      benchmark::RegisterBenchmark(name.c_str(), [&op, backward, flops](benchmark::State& st) {
+        run_op<T>(st, op, backward, flops);
       })->Unit(benchmark::kMicrosecond);
     }
 }

@@ -1,3 +1,8 @@
 # data/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
+  data/batches.cpp
+  data/induction.cpp
+  data/text.cpp
+  data/tokenizer.cpp
+  data/uniform.cpp
 )

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 secs="${1:-60}"
 build=build/fuzz
-targets=(npy_fuzz attention_fuzz)
+targets=(npy_fuzz safetensors_fuzz attention_fuzz)
 
 # clang 19 (Debian 12's clang-19; see fuzz/clang.sh for why not the default clang 14).
 source fuzz/clang.sh
@@ -45,10 +45,12 @@ for t in "${targets[@]}"; do
   cp -r "fuzz/corpus/${t%_fuzz}" "$corpus"
   mkdir -p "$work/$t-tmp"
   log="$build/artifacts/$t.log"
+  dict=fuzz/npy.dict  # the attention target's inputs are .npy files too
+  [ "$t" = safetensors_fuzz ] && dict=fuzz/safetensors.dict
   rc=0
   TG_FUZZ_TMPDIR="$work/$t-tmp" "$build/fuzz/$t" "$corpus" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
-    -dict=fuzz/npy.dict -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
+    -dict="$dict" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
     >"$log" 2>&1 || rc=$?
   runs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log")"
   units="$(find "$corpus" -type f | wc -l)"

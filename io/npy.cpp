@@ -26,7 +26,8 @@ namespace tg {
 
 static_assert(
     std::endian::native == std::endian::little,
-    "io/npy.cpp copies '<f4' / '<f8' data as raw bytes: it needs a little-endian host");
+    "io/npy.cpp copies '<f4' / '<f8' / '<i4' / '<i8' data as raw bytes: it needs a "
+    "little-endian host");
 
 namespace {
 
@@ -216,22 +217,33 @@ class HeaderParser {
   std::size_t pos_ = 0;
 };
 
+// An element type as the file stores it; '<i4' widens to the tensor's int64 on reading.
+struct FileDtype {
+  Dtype dtype = Dtype::f64;  // of the tensor read
+  std::size_t itemsize = 8;  // in the file
+  const char* name = "float64";
+};
+
 struct NpyHeader {
-  Dtype dtype = Dtype::f64;
+  FileDtype type;
   Shape shape;
 };
 
-Dtype parse_descr(const Literal& descr, const std::string& name) {
+FileDtype parse_descr(const Literal& descr, NpyAccept accept, const std::string& name) {
+  const bool ints = accept == NpyAccept::floats_and_ints;
+  const std::string supported =
+      ints ? "; only '<f4', '<f8', '<i4' and '<i8' are supported"
+           : "; only '<f4' and '<f8' are supported";
   if (descr.kind == Literal::Kind::kList)
-    fail(name, "unsupported structured dtype " + printable(descr.source) +
-                   "; only '<f4' and '<f8' are supported");
+    fail(name, "unsupported structured dtype " + printable(descr.source) + supported);
   if (descr.kind != Literal::Kind::kString)
     fail(name, "'descr' is " + printable(descr.source) + ", not a dtype string");
-  if (descr.text == "<f4") return Dtype::f32;
-  if (descr.text == "<f8") return Dtype::f64;
+  if (descr.text == "<f4") return {Dtype::f32, 4, "float32"};
+  if (descr.text == "<f8") return {Dtype::f64, 8, "float64"};
+  if (ints && descr.text == "<i8") return {Dtype::i64, 8, "int64"};
+  if (ints && descr.text == "<i4") return {Dtype::i64, 4, "int32"};
   const std::string big_endian = descr.text.starts_with('>') ? " (big-endian)" : "";
-  fail(name, "unsupported dtype '" + printable(descr.text) + "'" + big_endian +
-                 "; only '<f4' and '<f8' are supported");
+  fail(name, "unsupported dtype '" + printable(descr.text) + "'" + big_endian + supported);
 }
 
 Shape parse_shape(const Literal& shape, const std::string& name) {
@@ -257,7 +269,7 @@ Shape parse_shape(const Literal& shape, const std::string& name) {
   }
 }
 
-NpyHeader parse_header(std::string_view text, const std::string& name) {
+NpyHeader parse_header(std::string_view text, NpyAccept accept, const std::string& name) {
   if (text.empty() || text.back() != '\n') fail(name, "the header does not end with a newline");
   const Entries entries = HeaderParser(text, name).dict();
   const Literal* descr = nullptr;
@@ -280,7 +292,7 @@ NpyHeader parse_header(std::string_view text, const std::string& name) {
     if (!slot) fail(name, std::string("the header has no '") + key + "' key");
 
   NpyHeader h;
-  h.dtype = parse_descr(*descr, name);
+  h.type = parse_descr(*descr, accept, name);
   if (fortran_order->kind != Literal::Kind::kName || fortran_order->text == "None")
     fail(name, "'fortran_order' is " + printable(fortran_order->source) + ", not True or False");
   if (fortran_order->text == "True")
@@ -294,13 +306,13 @@ NpyHeader parse_header(std::string_view text, const std::string& name) {
 // numpy's rule: the product of the nonzero dimensions times the item size must fit, even when
 // another dimension is 0 and the array holds no data.
 int64_t data_bytes(const NpyHeader& h, const std::string& name) {
-  int64_t bytes = static_cast<int64_t>(dtype_size(h.dtype));
+  auto bytes = static_cast<int64_t>(h.type.itemsize);
   bool empty = false;
   for (int i = 0; i < h.shape.rank(); ++i) {
     if (h.shape[i] == 0) {
       empty = true;
     } else if (__builtin_mul_overflow(bytes, h.shape[i], &bytes)) {
-      fail(name, "shape " + h.shape.str() + " " + dtype_name(h.dtype) +
+      fail(name, "shape " + h.shape.str() + " " + h.type.name +
                      " is too large: its size in bytes overflows 64 bits");
     }
   }
@@ -325,7 +337,8 @@ std::string read_file(const std::string& path) {
 // the data starts at a multiple of 64 bytes, as numpy does. Version 2.0 only when the header
 // would not fit a 16-bit length (it always fits for rank <= 4).
 std::string npy_preamble(const Tensor& t) {
-  const std::string dict = std::string("{'descr': '") + (t.dtype() == Dtype::f32 ? "<f4" : "<f8") +
+  const char* descr = t.dtype() == Dtype::f32 ? "<f4" : t.dtype() == Dtype::f64 ? "<f8" : "<i8";
+  const std::string dict = std::string("{'descr': '") + descr +
                            "', 'fortran_order': False, 'shape': " + t.shape().str() + ", }";
   const auto padded = [&](std::size_t prefix) {
     return (prefix + dict.size() + 1 + kAlign - 1) / kAlign * kAlign;
@@ -399,7 +412,7 @@ class TempFile {
 
 }  // namespace
 
-Tensor read_npy_bytes(const std::string& bytes, const std::string& name) {
+Tensor read_npy_bytes(const std::string& bytes, const std::string& name, NpyAccept accept) {
   const std::string_view b(bytes);
   if (b.empty()) fail(name, "the file is empty, not a .npy file");
   if (b.substr(0, kMagic.size()) != kMagic)
@@ -421,22 +434,33 @@ Tensor read_npy_bytes(const std::string& bytes, const std::string& name) {
     fail(name, "header length " + std::to_string(header_len) + " goes past the end of the file (" +
                    std::to_string(b.size()) + " bytes)");
 
-  const NpyHeader h = parse_header(b.substr(header_start, header_len), name);
+  const NpyHeader h = parse_header(b.substr(header_start, header_len), accept, name);
   const std::string_view data = b.substr(header_start + header_len);
   // Compare with what the file holds before allocating anything: a lying header costs nothing.
   const auto needed = static_cast<std::size_t>(data_bytes(h, name));
   if (data.size() != needed) {
     const std::string what = "data has " + std::to_string(data.size()) + " bytes, shape " +
-                             h.shape.str() + " " + dtype_name(h.dtype) + " needs " +
+                             h.shape.str() + " " + h.type.name + " needs " +
                              std::to_string(needed);
     fail(name, data.size() < needed ? what : what + " (trailing bytes after the data)");
   }
-  Tensor t(h.shape, h.dtype);
-  if (needed > 0) std::memcpy(t.impl().storage->data(), data.data(), needed);
+  Tensor t(h.shape, h.type.dtype);
+  if (h.type.itemsize == dtype_size(h.type.dtype)) {
+    if (needed > 0) std::memcpy(t.impl().storage->data(), data.data(), needed);
+  } else {  // '<i4' into int64
+    auto* out = static_cast<int64_t*>(t.impl().storage->data());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      int32_t v;
+      std::memcpy(&v, data.data() + 4 * i, 4);
+      out[i] = v;
+    }
+  }
   return t;
 }
 
-Tensor read_npy(const std::string& path) { return read_npy_bytes(read_file(path), path); }
+Tensor read_npy(const std::string& path, NpyAccept accept) {
+  return read_npy_bytes(read_file(path), path, accept);
+}
 
 void write_npy(const std::string& path, const Tensor& t) {
   const std::string preamble = npy_preamble(t);

@@ -1,4 +1,9 @@
 # nn/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
   nn/attention.cpp
+  nn/embedding.cpp
+  nn/gpt.cpp
+  nn/layer_norm.cpp
+  nn/linear.cpp
+  nn/module.cpp
 )

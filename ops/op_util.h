@@ -25,6 +25,14 @@ inline void check_defined(const char* op, const Tensor& t, const char* name) {
   if (!t.defined()) throw ValueError(std::string(op) + ": " + name + " is an undefined tensor");
 }
 
+/// A defined float32 or float64 tensor; int64 (indices) is a ValueError naming the op.
+inline void check_floating(const char* op, const Tensor& t) {
+  check_defined(op, t, "input");
+  if (!is_floating(t.dtype()))
+    throw ValueError(std::string(op) + ": needs a float32 or float64 tensor, got " +
+                     dtype_name(t.dtype()) + " of shape " + t.shape().str());
+}
+
 inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(op, a, "first input");
   check_defined(op, b, "second input");

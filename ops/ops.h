@@ -10,6 +10,7 @@
 #include "ops/div.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
+#include "ops/erf.h"
 #include "ops/exp.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"

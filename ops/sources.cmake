@@ -4,17 +4,33 @@ list(APPEND TAPEGRAD_SOURCES
   ops/add_mask.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
+  ops/cross_entropy.cpp
+  ops/div.cpp
+  ops/dropout.cpp
+  ops/embedding.cpp
+  ops/erf.cpp
+  ops/exp.cpp
+  ops/gelu.cpp
   ops/gemm.cpp
+  ops/layer_norm.cpp
+  ops/log.cpp
+  ops/log_softmax.cpp
   ops/matmul.cpp
+  ops/mean.cpp
   ops/mul.cpp
+  ops/op_list.cpp
+  ops/narrow.cpp
   ops/permute.cpp
+  ops/relu.cpp
   ops/reshape.cpp
   ops/rope.cpp
   ops/scale.cpp
   ops/softmax.cpp
+  ops/sqrt.cpp
   ops/sub.cpp
   ops/sum.cpp
   ops/sum_of_squares.cpp
   ops/sum_to.cpp
+  ops/tanh.cpp
   ops/transpose.cpp
 )

@@ -1,8 +1,10 @@
 // sum: Y = sum_i X_i (all, or along one axis);  dX = broadcast_to(dY with the axis kept, X.shape)
+// float32 accumulates in double (ops/accumulate.h).
 
 #include "ops/sum.h"
 
 #include "autograd/node.h"
+#include "ops/accumulate.h"
 #include "ops/broadcast_to.h"
 #include "ops/op_util.h"
 #include "ops/reshape.h"
@@ -13,7 +15,7 @@ Tensor sum(const Tensor& X, const std::source_location& where) {
   detail::check_defined("sum", X, "input");
   Tensor Y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    Y.data<T>()[0] = detail::CMapArr<T>(X.data<T>(), X.numel()).sum();
+    Y.data<T>()[0] = static_cast<T>(detail::accumulate(X.data<T>(), X.numel()));
   });
   return record("sum", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};
@@ -36,11 +38,8 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
   dispatch(X.dtype(), [&]<class T>() {
     const T* px = X.data<T>();
     T* py = Y.data<T>();
-    for (int64_t o = 0; o < outer; ++o) {
-      auto acc = detail::MapArr<T>(py + o * inner, inner);
-      acc.setZero();
-      for (int64_t k = 0; k < n; ++k) acc += detail::CMapArr<T>(px + (o * n + k) * inner, inner);
-    }
+    for (int64_t o = 0; o < outer; ++o)  // X as (outer, n, inner): sum over n
+      detail::sum_rows(px + o * n * inner, n, inner, py + o * inner);
   });
   return record("sum", Y, {X}, where).formula([sX = s, kept = Shape(kept)](const Tensor& dY) -> Grads {
     return {broadcast_to(reshape(dY, kept.vec()), sX)};

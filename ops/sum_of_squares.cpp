@@ -1,8 +1,10 @@
 // sum_of_squares: y = sum_i X_i^2;  dX = 2 X dy
+// float32 accumulates in double (ops/accumulate.h).
 
 #include "ops/sum_of_squares.h"
 
 #include "autograd/node.h"
+#include "ops/accumulate.h"
 #include "ops/mul.h"
 #include "ops/op_util.h"
 #include "ops/scale.h"
@@ -13,7 +15,7 @@ Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
   detail::check_defined("sum_of_squares", X, "input");
   Tensor y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    y.data<T>()[0] = detail::CMapArr<T>(X.data<T>(), X.numel()).square().sum();
+    y.data<T>()[0] = static_cast<T>(detail::accumulate(X.data<T>(), X.numel(), true));
   });
   return record("sum_of_squares", y, {X}, where)
       .saves(X)

@@ -1,9 +1,14 @@
 // sum_to: Y = sum of X over the axes along which Y's shape broadcasts to X's;
 // dX = broadcast_to(dY, X.shape)
+// float32 accumulates in double (ops/accumulate.h): every broadcasting op's backward sums here.
 
 #include "ops/sum_to.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "autograd/node.h"
+#include "ops/accumulate.h"
 #include "ops/broadcast_to.h"
 #include "ops/op_util.h"
 
@@ -31,12 +36,15 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
     const T* px = X.data<T>();
     T* py = Y.data<T>();
     const int64_t n = X.numel(), m = shape.numel();
-    bool suffix = true;  // only leading axes are summed: add up whole blocks
-    for (int i = 1; i <= shape.rank(); ++i)
+    if (m == 0) return;
+    // Only leading axes summed (leading 1s of `shape` count as absent): X is (n / m, m) rows.
+    int lead = 0;
+    while (lead < shape.rank() && shape[lead] == 1) ++lead;
+    bool suffix = true;
+    for (int i = 1; i <= shape.rank() - lead; ++i)
       suffix = suffix && shape[shape.rank() - i] == X.shape()[X.rank() - i];
-    if (suffix && m > 0) {
-      auto acc = detail::MapArr<T>(py, m);
-      for (int64_t o = 0; o < n; o += m) acc += detail::CMapArr<T>(px + o, m);
+    if (suffix) {
+      detail::sum_rows(px, n / m, m, py);
       return;
     }
     const Shape& s = X.shape();
@@ -47,12 +55,14 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
       d[off + i] = s[i];
       t[off + i] = st[i];
     }
+    std::vector<detail::Accum<T>> acc(m);
     int64_t k = 0;
     for (int64_t i0 = 0; i0 < d[0]; ++i0)
       for (int64_t i1 = 0; i1 < d[1]; ++i1)
         for (int64_t i2 = 0; i2 < d[2]; ++i2)
           for (int64_t i3 = 0; i3 < d[3]; ++i3)
-            py[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]] += px[k++];
+            acc[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]] += px[k++];
+    std::copy(acc.begin(), acc.end(), py);
   });
   return record("sum_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};

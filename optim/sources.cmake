@@ -1,3 +1,8 @@
 # optim/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
+  optim/adamw.cpp
+  optim/clip_grad.cpp
+  optim/lr_schedule.cpp
+  optim/optimizer.cpp
+  optim/sgd.cpp
 )

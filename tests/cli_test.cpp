@@ -3,9 +3,12 @@
 //   attention:       the same arrays as an in-process run of the library (bit for bit, up to
 //                    1e-15), and as the independent numpy reference tests/attention_reference.py
 //                    (1e-12 relative in float64, 1e-5 in float32)
+//   --no-weights:    the same arrays but A, in O(T d) memory (T = 4096 in tens of MiB)
 //   bad input:       exit 1 or 2, one line on stderr naming the problem, no output file at all
+//   failed writes:   --out exactly as before the run, no staging folder left beside it
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +152,7 @@ std::vector<std::string> attention_args(const std::string& first, const Config& 
     a.insert(a.end(), {"--rope-base", base});
   }
   if (c.dtype == Dtype::f32) a.insert(a.end(), {"--dtype", "f32"});
+  if (!o.need_weights) a.push_back("--no-weights");  // ours only, not the numpy reference's
   return a;
 }
 
@@ -347,6 +351,105 @@ TEST(CliAttention, FailedWriteLeavesNoPartialOutput) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("loss.npy"), std::string::npos) << r.err;
   EXPECT_EQ(files_in(dir / "out"), std::set<std::string>{"loss.npy"});
+  EXPECT_EQ(files_in(dir / "."), (std::set<std::string>{"in", "out"}));
+}
+
+// ---- --no-weights and the all-or-nothing output folder ------------------------------------
+
+TEST(CliAttention, NoWeightsMatchesTheWeightsPath) {
+  uint64_t seed = 300;
+  for (const Config& c : configs()) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    fs::create_directories(dir / "in");
+    write_inputs(c, dir / "in", ++seed);
+    Config fused = c;
+    fused.options.need_weights = false;
+    const Outcome w = run(kExe, attention_args("attention", c, dir / "in", dir / "weights"));
+    const Outcome f = run(kExe, attention_args("attention", fused, dir / "in", dir / "fused"));
+    ASSERT_EQ(w.status, 0) << w.err;
+    ASSERT_EQ(f.status, 0) << f.err;
+    EXPECT_EQ(f.out + f.err, "");
+    Arrays expected = read_outputs(dir / "weights");
+    expected.erase("A");
+    EXPECT_LE(max_rel_diff(read_outputs(dir / "fused"), expected),
+              c.dtype == Dtype::f32 ? 1e-5 : 1e-12);
+  }
+}
+
+// T = 4096 with 4 heads: the weights alone would take 4 * 4096^2 * 4 bytes = 256 MiB (the
+// composed path keeps several such arrays, GiBs); the fused path needs tens of MiB.
+TEST(CliAttention, NoWeightsRunsLongSequencesInLittleMemory) {
+  constexpr int64_t T = 4096, D = 64;
+  const Config c{"long", {T, D}, D, D, true, opts(4), Dtype::f32};
+  TempDir dir;
+  fs::create_directories(dir / "in");
+  write_inputs(c, dir / "in", 9);
+  Config fused = c;
+  fused.options.need_weights = false;
+  const Outcome r = run(kExe, attention_args("attention", fused, dir / "in", dir / "out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  rusage children{};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LT(children.ru_maxrss, 200 * 1024) << "peak RSS in KiB of the largest child";
+  EXPECT_EQ(files_in(dir / "out"), (std::set<std::string>{"Y.npy", "dW_K.npy", "dW_O.npy",
+                                                          "dW_Q.npy", "dW_V.npy", "dX.npy",
+                                                          "loss.npy"}));
+  const Tensor Y = read_npy((dir / "out/Y.npy").string());
+  EXPECT_EQ(Y.shape().str(), Shape({T, D}).str());
+  EXPECT_EQ(dtype_name(Y.dtype()), dtype_name(Dtype::f32));
+}
+
+// A run that fails while moving its files into --out (dW_V.npy is a folder there, and the
+// files before it were already moved in) puts every earlier file back, byte for byte.
+TEST(CliAttention, FailedCommitLeavesThePreviousRunIntact) {
+  TempDir dir;
+  const Config& c = configs()[2];  // with W_O: eight outputs
+  for (const char* in : {"in", "in2"}) fs::create_directories(dir / in);
+  write_inputs(c, dir / "in", 1);
+  write_inputs(c, dir / "in2", 2);  // other values: every output file would differ
+  ASSERT_EQ(run(kExe, attention_args("attention", c, dir / "in", dir / "out")).status, 0);
+  fs::remove(dir / "out/dW_V.npy");
+  fs::create_directories(dir / "out/dW_V.npy");
+  spit(dir / "out/dW_V.npy/keep", "x");
+  std::map<std::string, std::string> before;
+  for (const std::string& f : files_in(dir / "out"))
+    if (f != "dW_V.npy") before[f] = slurp(dir / "out" / f);
+  ASSERT_EQ(before.size(), 7u);
+
+  const Outcome r = run(kExe, attention_args("attention", c, dir / "in2", dir / "out"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_FALSE(r.crashed);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("dW_V.npy"), std::string::npos) << r.err;
+  std::set<std::string> names = {"dW_V.npy"};
+  for (const auto& [f, bytes] : before) {
+    SCOPED_TRACE(f);
+    EXPECT_EQ(slurp(dir / "out" / f), bytes);
+    names.insert(f);
+  }
+  EXPECT_EQ(files_in(dir / "out"), names);
+  EXPECT_EQ(files_in(dir / "out/dW_V.npy"), std::set<std::string>{"keep"});
+  EXPECT_EQ(files_in(dir / "."), (std::set<std::string>{"in", "in2", "out"}))
+      << "a staging folder was left beside --out";
+}
+
+// --out holds exactly one run's outputs: A.npy of an earlier run with weights goes away.
+TEST(CliAttention, NoWeightsRunRemovesAnEarlierA) {
+  TempDir dir;
+  Config c = configs().front();
+  fs::create_directories(dir / "in");
+  write_inputs(c, dir / "in", 3);
+  ASSERT_EQ(run(kExe, attention_args("attention", c, dir / "in", dir / "out")).status, 0);
+  ASSERT_TRUE(files_in(dir / "out").count("A.npy"));
+  spit(dir / "out/notes.txt", "mine");
+  c.options.need_weights = false;
+  const Outcome r = run(kExe, attention_args("attention", c, dir / "in", dir / "out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(files_in(dir / "out"), (std::set<std::string>{"Y.npy", "dW_K.npy", "dW_Q.npy",
+                                                          "dW_V.npy", "dX.npy", "loss.npy",
+                                                          "notes.txt"}));
+  EXPECT_EQ(files_in(dir / "."), (std::set<std::string>{"in", "out"}));
 }
 
 // ---- bad input ----------------------------------------------------------------------------

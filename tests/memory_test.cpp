@@ -156,4 +156,45 @@ TEST(Memory, EmptyCacheReleasesAndTheLoopRewarms) {
   EXPECT_EQ(tg::allocator_stats().os_allocations, os_after_one);
 }
 
+#if defined(TG_ASAN)
+// Under ASan the cache hides nothing: the bucket's slack past the asked bytes and a buffer
+// waiting in the cache are poisoned, so an overrun or a use after free is reported as if the
+// buffer came straight from malloc.
+TEST(MemoryDeathTest, AsanSeesAWriteOnePastTheEnd) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Tensor t = tg::zeros({3}, tg::Dtype::f32);  // 12 bytes of a 256-byte bucket
+        t.data<float>()[3] = 1.0f;
+      },
+      "AddressSanitizer");
+}
+
+TEST(MemoryDeathTest, AsanSeesAReadOfAFreedTensor) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const float* p = nullptr;
+        {
+          const Tensor t = tg::ones({64}, tg::Dtype::f32);
+          p = t.data<float>();
+        }  // t's buffer goes back to the cache
+        volatile float v = p[0];
+        (void)v;
+      },
+      "AddressSanitizer");
+}
+
+TEST(MemoryDeathTest, AsanSeesAnOverrunOfAReusedBuffer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        { const Tensor warm = tg::zeros({64}, tg::Dtype::f64); }  // 512 bytes into the cache
+        Tensor t = tg::zeros({63}, tg::Dtype::f64);  // the same bucket, handed out again
+        t.data<double>()[63] = 1.0;
+      },
+      "AddressSanitizer");
+}
+#endif
+
 }  // namespace

@@ -194,6 +194,44 @@ TEST(Npy, OverwritesAnExistingFile) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"o.npy"});
 }
 
+TEST(Npy, RoundTripsInt64) {
+  TempDir dir;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::pair<std::vector<int64_t>, Shape>> cases = {
+      {{kMin, -1, 0, 1, kMax, int64_t{1} << 40}, {2, 3}},
+      {{7}, {}},
+      {{}, {0, 4}},
+      {{3, 1, 4, 1}, {1, 2, 2, 1}}};
+  for (const auto& [values, shape] : cases) {
+    SCOPED_TRACE(shape.str());
+    const Tensor x = from_indices(values, shape);
+    write_npy(dir.file("i.npy"), x);
+    const Tensor y = read_npy(dir.file("i.npy"), NpyAccept::floats_and_ints);
+    EXPECT_TRUE(same_bytes(x, y));
+    EXPECT_NE(slurp(dir.file("i.npy")).find("'descr': '<i8'"), std::string::npos);
+    // Integers are opt-in: the default reader still refuses them.
+    EXPECT_THROW(read_npy(dir.file("i.npy")), IoError);
+  }
+}
+
+TEST(Npy, ReadsInt32WidenedToInt64) {
+  const std::vector<int32_t> v = {std::numeric_limits<int32_t>::min(), -1, 0, 1, 65,
+                                  std::numeric_limits<int32_t>::max()};
+  for (int major : {1, 2, 3}) {
+    SCOPED_TRACE("version " + std::to_string(major) + ".0");
+    const Tensor t = read_npy_bytes(npy(dict("'<i4'", "(3, 2)"), raw_bytes(v), major), "i4.npy",
+                                    NpyAccept::floats_and_ints);
+    EXPECT_EQ(t.dtype(), Dtype::i64);
+    EXPECT_EQ(t.shape(), Shape({3, 2}));
+    EXPECT_EQ(std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + 6),
+              std::vector<int64_t>(v.begin(), v.end()));
+  }
+  const Tensor empty = read_npy_bytes(npy(dict("'<i4'", "(0, 2)"), ""), "i4.npy",
+                                      NpyAccept::floats_and_ints);
+  EXPECT_EQ(empty.shape(), Shape({0, 2}));
+}
+
 // ---- reading hand-built headers -----------------------------------------------------------
 
 TEST(Npy, ReadsVersion2And3Headers) {
@@ -395,6 +433,54 @@ TEST(Npy, RejectsBadFiles) {
   }
 }
 
+// With integers accepted: the integer kinds beside '<i4' and '<i8', other byte orders and bad
+// sizes are still rejected, and floats still read.
+TEST(Npy, RejectsBadIntegerFiles) {
+  const auto with_descr = [](const std::string& descr, const std::string& data) {
+    return npy(dict(descr, "(2, 3)"), data);
+  };
+  const std::string i4_data(24, '\0'), i8_data(48, '\0');
+  const std::vector<BadFile> rows = {
+      {"int16", with_descr("'<i2'", std::string(12, '\0')),
+       "unsupported dtype '<i2'; only '<f4', '<f8', '<i4' and '<i8' are supported"},
+      {"int8", with_descr("'|i1'", std::string(6, '\0')), "unsupported dtype '|i1'"},
+      {"uint64", with_descr("'<u8'", i8_data), "unsupported dtype '<u8'"},
+      {"uint32", with_descr("'<u4'", i4_data), "unsupported dtype '<u4'"},
+      {"bool", with_descr("'|b1'", std::string(6, '\0')), "unsupported dtype '|b1'"},
+      {"big-endian i8", with_descr("'>i8'", i8_data), "unsupported dtype '>i8' (big-endian)"},
+      {"big-endian i4", with_descr("'>i4'", i4_data), "unsupported dtype '>i4' (big-endian)"},
+      {"no byte order", with_descr("'i8'", i8_data), "unsupported dtype 'i8'"},
+      {"native byte order", with_descr("'=i4'", i4_data), "unsupported dtype '=i4'"},
+      {"dtype name", with_descr("'int64'", i8_data), "unsupported dtype 'int64'"},
+      {"structured", with_descr("[('a', '<i8')]", i8_data),
+       "unsupported structured dtype [('a', '<i8')]; only '<f4', '<f8', '<i4' and '<i8'"},
+      {"int32 truncated", with_descr("'<i4'", std::string(20, '\0')),
+       "data has 20 bytes, shape (2, 3) int32 needs 24"},
+      {"int32 with int64 data", with_descr("'<i4'", i8_data),
+       "data has 48 bytes, shape (2, 3) int32 needs 24 (trailing bytes after the data)"},
+      {"int64 truncated", with_descr("'<i8'", i4_data),
+       "data has 24 bytes, shape (2, 3) int64 needs 48"},
+      {"int64 overflow", npy(dict("'<i8'", "(2305843009213693952,)"), ""), "overflows 64 bits"},
+      {"fortran int64", npy(dict("'<i8'", "(2, 3)", "True"), i8_data),
+       "Fortran-order arrays are not supported"},
+  };
+  for (const BadFile& row : rows) {
+    SCOPED_TRACE(row.label);
+    std::string msg = "(no IoError)";
+    try {
+      read_npy_bytes(row.bytes, "bad.npy", NpyAccept::floats_and_ints);
+    } catch (const IoError& e) {
+      msg = e.what();
+    }
+    EXPECT_EQ(msg.rfind("bad.npy: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(row.fragment), std::string::npos) << msg;
+  }
+  const Tensor f = read_npy_bytes(npy(dict("'<f8'", "(2, 3)"), f64_bytes(6)), "f.npy",
+                                  NpyAccept::floats_and_ints);
+  EXPECT_EQ(f.dtype(), Dtype::f64);
+  EXPECT_EQ(f.to_vector(), iota(6, 0.5));
+}
+
 TEST(Npy, TruncatedDataMessageIsExact) {
   const std::string bytes = npy(dict("'<f8'", "(8, 4)"), f64_bytes(12));
   EXPECT_EQ(message_of(bytes, "X.npy"), "X.npy: data has 96 bytes, shape (8, 4) float64 needs 256");
@@ -472,6 +558,8 @@ save('v2.npy', np.arange(6, dtype=np.float64).reshape(2, 3), version=(2, 0))
 save('v3.npy', np.arange(6, dtype=np.float32).reshape(3, 2), version=(3, 0))
 save('fortran.npy', np.asfortranarray(np.arange(6.0).reshape(2, 3)))
 save('int64.npy', np.arange(6, dtype='<i8'))
+save('int32.npy', (np.arange(6, dtype='<i4') - 3).reshape(2, 3))
+save('int16.npy', np.arange(6, dtype='<i2'))
 save('big.npy', np.arange(3, dtype='>f8'))
 save('f16.npy', np.arange(3, dtype='<f2'))
 )";
@@ -522,6 +610,15 @@ save('f16.npy', np.arange(3, dtype='<f2'))
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   }
+
+  const Tensor i64 = read_npy(dir.file("int64.npy"), NpyAccept::floats_and_ints);
+  EXPECT_EQ(i64.dtype(), Dtype::i64);
+  EXPECT_EQ(i64.to_vector(), iota(6));
+  const Tensor i32 = read_npy(dir.file("int32.npy"), NpyAccept::floats_and_ints);
+  EXPECT_EQ(i32.dtype(), Dtype::i64);
+  EXPECT_EQ(i32.shape(), Shape({2, 3}));
+  EXPECT_EQ(i32.to_vector(), (std::vector<double>{-3, -2, -1, 0, 1, 2}));
+  EXPECT_THROW(read_npy(dir.file("int16.npy"), NpyAccept::floats_and_ints), IoError);
 }
 
 TEST(NpyNumpy, NumpyReadsFilesWeWrote) {
@@ -535,6 +632,7 @@ TEST(NpyNumpy, NumpyReadsFilesWeWrote) {
       {"d", zeros({0, 3}, Dtype::f32)},
       {"e", randn({1, 2, 3, 2}, rng, Dtype::f32)},
       {"f", randn({3, 1}, rng)},
+      {"g", from_indices({-5, 0, 7, int64_t{1} << 40}, {2, 2})},
   };
   for (const auto& [name, t] : tensors) write_npy(dir.file(name + ".npy"), t);
 
@@ -545,7 +643,7 @@ import io, os, sys
 import numpy as np
 d = sys.argv[1]
 with open(os.path.join(d, 'seen.txt'), 'w') as out:
-    for name in 'abcdef':
+    for name in 'abcdefg':
         path = os.path.join(d, name + '.npy')
         with open(path, 'rb') as f:
             version = np.lib.format.read_magic(f)
@@ -570,7 +668,7 @@ with open(os.path.join(d, 'seen.txt'), 'w') as out:
     std::istringstream in(line);
     in >> file >> descr >> shape >> version >> same;
     EXPECT_EQ(file, name);
-    EXPECT_EQ(descr, t.dtype() == Dtype::f32 ? "<f4" : "<f8");
+    EXPECT_EQ(descr, t.dtype() == Dtype::f32 ? "<f4" : t.dtype() == Dtype::f64 ? "<f8" : "<i8");
     std::string expected_shape = t.shape().str();
     std::erase(expected_shape, ' ');
     EXPECT_EQ(shape, expected_shape);

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "check/gradcheck.h"
+#include "ops/op_list.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
@@ -43,16 +45,36 @@ using Args = std::vector<Tensor>;
 using OpFn = std::function<Tensor(const Args&)>;
 
 enum class Op { Leaf, Matmul, Transpose, Permute, Reshape, Scale, AddMask, Softmax, SumOfSquares,
-                Add, Sub, Mul, Sum, BroadcastTo, SumTo, Rope, Attention, Custom, kCount };
+                Add, Sub, Mul, Sum, BroadcastTo, SumTo, Rope, Attention, Listed, Custom, kCount };
 constexpr int kOps = static_cast<int>(Op::kCount);
 constexpr const char* kOpName[kOps] = {
     "leaf", "matmul", "transpose", "permute", "reshape", "scale", "add_mask", "softmax",
     "sum_of_squares", "add", "sub", "mul", "sum", "broadcast_to", "sum_to", "rope",
-    "causal_attention", "custom"};
+    "causal_attention", "listed", "custom"};
 constexpr int64_t kMaxNumel = 64, kFullSecondOrder = 40;
 constexpr double kMaxAbs = 20.0;
 constexpr uint64_t kBaseSeed = 20240601;
 constexpr int kShards = 8, kPerShard = 500;
+
+// The elementwise ops of the op list the generator composes generically (Op::Listed): every
+// unary and binary op but those it builds by hand above.
+const std::vector<const tg::OpInfo*>& listed_ops() {
+  static const std::vector<const tg::OpInfo*> ops = [] {
+    std::vector<const tg::OpInfo*> out;
+    for (const tg::OpInfo& op : tg::op_list()) {
+      const bool by_hand = std::find(std::begin(kOpName), std::end(kOpName),
+                                     std::string(op.name)) != std::end(kOpName);
+      if (op.kind != tg::OpKind::other && !by_hand) out.push_back(&op);
+    }
+    return out;
+  }();
+  return ops;
+}
+
+// Inputs mapped into an op's domain: x^2 + 1/2 for the positive ones.
+Tensor in_domain(const tg::OpInfo& op, const Tensor& x) {
+  return op.domain == tg::OpDomain::positive ? tg::add(tg::mul(x, x), 0.5) : x;
+}
 
 // A unary, shape-preserving op plugged into the generator (the negative controls).
 struct CustomOp {
@@ -154,6 +176,7 @@ class Generator {
     w_.fill(1.0);  // how often each op is tried
     w_[int(Op::Matmul)] = w_[int(Op::Add)] = w_[int(Op::Mul)] = 1.5;
     w_[int(Op::Leaf)] = 0, w_[int(Op::Custom)] = custom ? custom_weight : 0;
+    w_[int(Op::Listed)] = 3;  // stands for several ops
   }
 
   Graph make() {
@@ -231,6 +254,7 @@ class Generator {
                 list("dims", d));
   }
   bool build(Op op);
+  bool build_listed();
   bool build_binary(Op op, int a);
   bool build_matmul(int a, bool ta, bool tb, bool self);
 
@@ -246,6 +270,7 @@ bool Generator::build(Op op) {
   if (op == Op::Transpose || op == Op::Permute || op == Op::Matmul || op == Op::AddMask ||
       op == Op::Attention)
     ok = [](const Shape& s) { return s.rank() >= 2; };
+  if (op == Op::Listed) return build_listed();
   if (op == Op::Softmax || op == Op::Custom) ok = [](const Shape& s) { return s.rank() >= 1; };
   if (op == Op::Rope) ok = [](const Shape& s) { return s.rank() >= 2 && last(s) % 2 == 0; };
   const int a = pick(ok);
@@ -336,6 +361,25 @@ bool Generator::build(Op op) {
     }
     default: return false;
   }
+}
+
+// One of listed_ops() on a random node (and, for a binary one, a node that broadcasts with it),
+// its inputs mapped into the op's domain.
+bool Generator::build_listed() {
+  const tg::OpInfo& op = *listed_ops()[uniform_int(0, int(listed_ops().size()) - 1)];
+  const int a = pick([](const Shape&) { return true; });
+  bool ok;
+  if (op.kind == tg::OpKind::unary) {
+    ok = push(Op::Listed, {a}, shape(a),
+              [&op](const Args& x) { return op.call({in_domain(op, x[0])}); });
+  } else {
+    const int b = pick([&](const Shape& s) { return bcast(shape(a), s).has_value(); });
+    ok = push(Op::Listed, {a, b}, *bcast(shape(a), shape(b)), [&op](const Args& x) {
+      return op.call({x[0], in_domain(op, x[1])});
+    });
+  }
+  if (ok) g_.nodes.back().name = op.name;
+  return ok;
 }
 
 // a op b with b broadcasting against a: another node, or some node reshaped to a shape that
@@ -464,6 +508,7 @@ TEST(RandomGraph, GeneratorCoversEveryOpAndFeature) {
       EXPECT_EQ(a.inputs[i].to_vector(), b.inputs[i].to_vector());
   }
   std::array<int, kOps> ops{};
+  std::map<std::string, int> listed;
   std::array<int, 4> leaves{};
   const char* const kNotes[] = {"transpose_a", "transpose_b", "keepdim", "dropdim", "window=1"};
   std::array<int, 5> notes{};
@@ -475,6 +520,7 @@ TEST(RandomGraph, GeneratorCoversEveryOpAndFeature) {
     std::vector<int> consumers(g.nodes.size());
     for (const Node& n : g.nodes) {
       ++ops[int(n.op)];
+      if (n.op == Op::Listed) ++listed[n.name];
       for (int k : n.in) ++consumers[k];
       for (int k = 0; k < 5; ++k) notes[k] += n.note.find(kNotes[k]) != std::string::npos;
       sum_all += n.op == Op::Sum && n.note.empty();
@@ -484,11 +530,37 @@ TEST(RandomGraph, GeneratorCoversEveryOpAndFeature) {
     for (int c : consumers) fan_out += c >= 2;
   }
   for (int k = 0; k + 1 < kOps; ++k) EXPECT_GE(ops[k], 100) << kOpName[k] << " is too rare";
+  for (const tg::OpInfo* op : listed_ops())
+    EXPECT_GE(listed[op->name], 30) << op->name << " is too rare";
   EXPECT_EQ(ops[int(Op::Custom)], 0);
   for (int k = 1; k <= 3; ++k) EXPECT_GE(leaves[k], 200) << k << " leaves";
   for (int k = 0; k < 5; ++k) EXPECT_GE(notes[k], 50) << kNotes[k];
   for (int n : {sum_all, batch_bcast, fan_out, reduced, kShards * kPerShard - reduced})
     EXPECT_GE(n, 100);
+}
+
+// Every op of the op list takes part: built by hand above, generically (Op::Listed), or named
+// here with the reason it stays out.
+TEST(RandomGraph, ComposesEveryListedOp) {
+  const std::map<std::string, std::string> kept_out = {
+      {"causal_attention_heads", "packed heads need a last axis divisible by H"},
+      {"cat", "several inputs of matching shapes"},
+      {"cross_entropy", "int64 targets"},
+      {"dropout", "random: a mask per call"},
+      {"embedding", "int64 indices"},
+      {"layer_norm", "(C,) weight and bias"},
+      {"log_softmax", "the registry covers its masked rows"},
+      {"mean", "the registry covers its axes"},
+      {"narrow", "a range inside one axis"},
+      {"split", "several outputs"},
+  };
+  for (const tg::OpInfo& op : tg::op_list()) {
+    const bool by_hand = std::find(std::begin(kOpName), std::end(kOpName),
+                                   std::string(op.name)) != std::end(kOpName);
+    const bool generic = std::find(listed_ops().begin(), listed_ops().end(), &op) != listed_ops().end();
+    EXPECT_TRUE(by_hand || generic || kept_out.count(op.name))
+        << op.name << ": add it to the generator or to kept_out";
+  }
 }
 
 // Negative controls: an op with a deliberately wrong backward, plugged into the generator, must

@@ -11,13 +11,14 @@ namespace tg {
 struct AttentionArgs {
   std::string in_dir;
   std::string out_dir;
-  AttentionOptions options;  // heads, window, scale, rope, rope_base
+  AttentionOptions options;  // heads, window, scale, rope, rope_base, need_weights
   Dtype dtype = Dtype::f64;
 };
 
-/// `tapegrad attention`: reads X, W_Q, W_K, W_V (and W_O when present) from in_dir, writes Y, A,
-/// loss and the gradient of every input to out_dir. Throws tg::Error (IoError for files,
-/// ShapeError / ValueError for inputs that do not fit) before writing anything.
+/// `tapegrad attention`: reads X, W_Q, W_K, W_V (and W_O when present) from in_dir, writes Y, A
+/// (unless options.need_weights is false), loss and the gradient of every input to out_dir, all
+/// or nothing. Throws tg::Error (IoError for files, ShapeError / ValueError for inputs that do
+/// not fit), out_dir then as it was.
 void run_attention(const AttentionArgs& args);
 
 /// `tapegrad check`: gradcheck and gradgradcheck of every registered op and both models, as a

@@ -1,4 +1,4 @@
-// The `tapegrad` command-line program: demo, attention, check.
+// The `tapegrad` command-line program: demo, attention, check, train, sample.
 // Exit status: 0 success, 1 a failed check or a bad input file, 2 bad command-line usage.
 
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 #include "autograd/error.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
+#include "tools/train_cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tapegrad: reverse-mode autodiff on Eigen, with causal self-attention checked "
@@ -59,10 +60,18 @@ int main(int argc, char** argv) {
   att->add_flag("--rope", args.options.rope, "Rotary position embedding on Q and K");
   att->add_option("--rope-base", args.options.rope_base, "RoPE base (default 10000)")
       ->check(positive_real);
+  bool no_weights = false;
+  att->add_flag("--no-weights", no_weights,
+                "Fused attention: O(T d) memory for long sequences, writes no A.npy");
   att->add_option("--dtype", dtype, "Compute in f64 (default) or f32")
       ->check(CLI::IsMember({"f64", "f32"}));
 
   app.add_subcommand("check", "gradcheck and gradgradcheck of every op and model");
+
+  tg::TrainArgs train_args;
+  CLI::App* train = tg::add_train_command(app, train_args);
+  tg::SampleArgs sample_args;
+  tg::add_sample_command(app, sample_args);
 
   try {
     app.parse(argc, argv);
@@ -73,17 +82,29 @@ int main(int argc, char** argv) {
   }
 
   if (app.get_subcommands().empty()) {
-    std::cerr << "tapegrad: a subcommand is required: demo, attention or check (see tapegrad "
-                 "--help)\n";
+    std::cerr << "tapegrad: a subcommand is required: demo, attention, check, train or sample "
+                 "(see tapegrad --help)\n";
     return 2;
   }
   try {
     if (app.got_subcommand("demo")) return tg::run_demo(std::cout);
     if (app.got_subcommand("check")) return tg::run_check(std::cout);
+    if (app.got_subcommand("train")) {
+      tg::finish_train_args(*train, train_args, argc, argv);
+      return tg::run_train(train_args, std::cerr);
+    }
+    if (app.got_subcommand("sample")) {
+      tg::run_sample(sample_args, std::cout);
+      return 0;
+    }
     args.options.scale = !no_scale;
+    args.options.need_weights = !no_weights;
     args.dtype = dtype == "f32" ? tg::Dtype::f32 : tg::Dtype::f64;
     tg::run_attention(args);
     return 0;
+  } catch (const tg::UsageError& e) {  // flags that do not fit together
+    std::cerr << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
+    return 2;
   } catch (const tg::Error& e) {
     std::cerr << "tapegrad: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,103 @@
+// libFuzzer target for the .safetensors reader: any byte string either parses into tensors that
+// account for every data byte and survive a write and a second read unchanged, or throws
+// tg::IoError with a one-line, printable message that starts with the file name. Any other
+// exception, a crash, a leak or a sanitizer report is a bug.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "autograd/storage.h"
+#include "io/safetensors.h"
+
+namespace {
+
+constexpr const char* kName = "fuzz.safetensors";
+
+[[noreturn]] void bug(const std::string& what) {
+  std::fprintf(stderr, "safetensors_fuzz: BUG: %s\n", what.c_str());
+  std::abort();
+}
+
+// The contract of every tg::IoError from the reader (DESIGN.md: "a clear error", one line).
+void check_message(std::string_view m) {
+  const std::string prefix = std::string(kName) + ": ";
+  if (!m.starts_with(prefix))
+    bug("IoError message does not start with the file name: " + std::string(m));
+  if (m.size() == prefix.size()) bug("IoError message has nothing after the file name");
+  for (const char ch : m) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c > 0x7e)
+      bug("IoError message holds a raw control or non-ASCII byte 0x" + std::to_string(c) +
+          " (must be one printable line): " + std::string(m));
+  }
+}
+
+std::size_t bytes_of(const tg::Tensor& t) {
+  return static_cast<std::size_t>(t.numel()) * tg::dtype_size(t.dtype());
+}
+
+bool same(const tg::SafeTensors& a, const tg::SafeTensors& b) {
+  if (a.metadata != b.metadata || a.tensors.size() != b.tensors.size()) return false;
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& [name_a, ta] = a.tensors[i];
+    const auto& [name_b, tb] = b.tensors[i];
+    if (name_a != name_b || ta.shape() != tb.shape() || ta.dtype() != tb.dtype() ||
+        std::memcmp(ta.impl().storage->data(), tb.impl().storage->data(), bytes_of(ta)) != 0)
+      return false;
+  }
+  return true;
+}
+
+// What came back must be consistent with the bytes it came from, and writable as it is.
+void check_result(const tg::SafeTensors& st, std::size_t input_size) {
+  std::set<std::string> names;
+  std::size_t total = 0;
+  for (const auto& [name, t] : st.tensors) {
+    if (name.empty() || name == "__metadata__") bug("a tensor came back named '" + name + "'");
+    if (!names.insert(name).second) bug("two tensors came back named '" + name + "'");
+    if (!t.defined() || t.rank() > tg::kMaxRank) bug("tensor '" + name + "' is malformed");
+    if (t.requires_grad() || !t.is_leaf()) bug("parse_safetensors must return plain leaves");
+    total += bytes_of(t);
+  }
+  if (total + 8 > input_size) bug("the tensors hold more data than the file");
+
+  std::string written;
+  try {
+    written = tg::serialize_safetensors(st.tensors, st.metadata, kName);
+  } catch (const std::exception& e) {
+    bug(std::string("what the reader accepted, the writer refused: ") + e.what());
+  }
+  tg::SafeTensors again;
+  try {
+    again = tg::parse_safetensors(written, kName);
+  } catch (const tg::IoError& e) {
+    bug(std::string("the reader refused what the writer wrote: ") + e.what());
+  }
+  if (!same(st, again)) bug("a write and a second read changed the tensors or the metadata");
+  if (tg::serialize_safetensors(again.tensors, again.metadata, kName) != written)
+    bug("writing is not deterministic");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    const tg::SafeTensors st = tg::parse_safetensors(bytes, kName);
+    check_result(st, size);
+  } catch (const tg::IoError& e) {
+    check_message(e.what());
+  } catch (const std::exception& e) {
+    bug(std::string("unexpected exception (not tg::IoError): ") + e.what());
+  } catch (...) {
+    bug("unexpected non-std exception");
+  }
+  tg::empty_cache();  // every buffer back to malloc, so ASan sees each free
+  return 0;
+}

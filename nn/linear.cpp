@@ -1,0 +1,36 @@
+#include "nn/linear.h"
+
+#include <string>
+
+#include "ops/add.h"
+#include "ops/matmul.h"
+
+namespace tg::nn {
+
+namespace {
+std::string name(int64_t in, int64_t out) {
+  return "Linear(" + std::to_string(in) + ", " + std::to_string(out) + ")";
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias, Rng& rng, Dtype dtype, double init_std)
+    : in_features(in), out_features(out) {
+  if (in < 0 || out < 0 || !is_floating(dtype))
+    throw ValueError(name(in, out) + ": sizes must be >= 0 and the dtype float32 or float64");
+  weight = randn({out, in}, rng, dtype, init_std);
+  register_parameter("weight", weight);
+  if (has_bias) {
+    bias = zeros({out}, dtype);
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  if (x.rank() < 2 || x.size(-1) != in_features)
+    throw ShapeError(name(in_features, out_features) + ": input " + x.shape().str() +
+                     " must be (..., " + std::to_string(in_features) + ") of rank >= 2");
+  Tensor y = matmul(x, weight, false, true);  // (..., out)
+  return bias.defined() ? add(y, bias) : y;   // (..., out)
+}
+
+}  // namespace tg::nn

@@ -1,0 +1,131 @@
+#include "nn/module.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "autograd/error.h"
+#include "autograd/grad_mode.h"
+
+namespace tg::nn {
+
+void Module::check_new_name(const std::string& name, const char* who) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw ValueError(std::string(who) + ": name '" + name + "' is empty or has a dot");
+  const auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+  };
+  if (taken(parameters_) || taken(children_))
+    throw ValueError(std::string(who) + ": name '" + name + "' is already registered");
+}
+
+void Module::register_parameter(const std::string& name, Tensor& member) {
+  check_new_name(name, "register_parameter");
+  if (!member.defined() || !is_floating(member.dtype()))
+    throw ValueError("register_parameter: '" + name + "' must be a defined float tensor");
+  member.set_requires_grad();
+  parameters_.emplace_back(name, &member);
+}
+
+void Module::register_module(const std::string& name, Module& child) {
+  check_new_name(name, "register_module");
+  children_.emplace_back(name, &child);
+}
+
+void Module::collect(const std::string& prefix,
+                     std::vector<std::pair<std::string, Tensor*>>& out) const {
+  for (const auto& [name, slot] : parameters_) out.emplace_back(prefix + name, slot);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+NamedTensors Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots);
+  NamedTensors out;
+  out.reserve(slots.size());
+  for (const auto& [name, slot] : slots) out.emplace_back(name, *slot);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : named_parameters()) n += p.numel();
+  return n;
+}
+
+void Module::zero_grad() {
+  for (const auto& [name, p] : named_parameters()) p.zero_grad();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (const auto& [name, child] : children_) child->train(on);
+}
+
+NamedTensors Module::state_dict() const { return named_parameters(); }
+
+namespace {
+
+// "(3, 4) float32"
+std::string describe(const Tensor& t) { return t.shape().str() + " " + dtype_name(t.dtype()); }
+
+void check_fits(const char* who, const std::string& name, const Tensor& value,
+                const Tensor& param) {
+  if (!value.defined()) throw ValueError(std::string(who) + ": entry '" + name + "' is undefined");
+  if (value.shape() != param.shape() || value.dtype() != param.dtype())
+    throw ValueError(std::string(who) + ": entry '" + name + "' is " + describe(value) +
+                     ", the model's parameter is " + describe(param));
+}
+
+}  // namespace
+
+void Module::load_state_dict(const NamedTensors& state) {
+  const NamedTensors params = named_parameters();
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) {
+    if (!given.emplace(name, &t).second)
+      throw ValueError("load_state_dict: entry '" + name + "' appears twice");
+  }
+  // Every check before the first copy, so a failed load leaves the model as it was.
+  for (const auto& [name, p] : params) {
+    const auto it = given.find(name);
+    if (it == given.end()) throw ValueError("load_state_dict: missing entry '" + name + "'");
+    check_fits("load_state_dict", name, *it->second, p);
+  }
+  if (given.size() != params.size()) {
+    for (const auto& [name, t] : state) {
+      const bool known =
+          std::any_of(params.begin(), params.end(), [&](const auto& e) { return e.first == name; });
+      if (!known) throw ValueError("load_state_dict: unexpected entry '" + name + "'");
+    }
+  }
+  NoGradGuard no_grad;
+  for (auto [name, p] : params) {
+    const Tensor& src = *given.at(name);
+    if (src.impl_ptr() == p.impl_ptr()) continue;
+    const size_t bytes = static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
+    void* dst = p.dtype() == Dtype::f32 ? static_cast<void*>(p.data<float>())
+                                        : static_cast<void*>(p.data<double>());
+    if (bytes) std::memcpy(dst, src.impl().storage->data(), bytes);
+  }
+}
+
+void Module::set_parameter(const std::string& name, const Tensor& value) {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots);
+  for (const auto& [slot_name, slot] : slots) {
+    if (slot_name != name) continue;
+    check_fits("set_parameter", name, value, *slot);
+    *slot = value;
+    return;
+  }
+  throw ValueError("set_parameter: no parameter named '" + name + "'");
+}
+
+}  // namespace tg::nn

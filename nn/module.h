@@ -1,0 +1,94 @@
+#pragma once
+// Module: the base of every layer, after torch.nn.Module. A module registers its parameters
+// (tensors it owns, gradients on) and its child modules by name; the names of a tree fall out
+// of it, dotted: a GPT's block 0 attention projection is `transformer.h.0.attn.c_attn.weight`.
+//
+//   class Linear : public Module {
+//     Linear(...) { register_parameter("weight", weight); ... }
+//     Tensor weight;                       // a member: the module reads it in forward
+//   };
+//
+// A module refers to its parameter members and its children by address, so it is neither
+// copyable nor movable; keep it in place (or behind a pointer).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// Every parameter of the tree, own ones first, then each child's in registration order, with
+  /// dotted names. The tensors themselves (handles), not copies. Never throws.
+  NamedTensors named_parameters() const;
+  /// The tensors of named_parameters(), in the same order. Never throws.
+  std::vector<Tensor> parameters() const;
+  /// The number of parameter elements. Never throws.
+  int64_t num_parameters() const;
+  /// Zeroes every parameter's accumulated gradient. Never throws.
+  void zero_grad();
+  /// Training (dropout on) or evaluation mode, for this module and every descendant. Never throws.
+  void train(bool on = true);
+  /// train(false). Never throws.
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// The parameters by name (the same tensors as named_parameters(), as PyTorch's state_dict
+  /// shares storage). Never throws.
+  NamedTensors state_dict() const;
+  /// Copies `state`'s values into the parameters (under NoGradGuard, bumping their versions).
+  /// Strict: throws ValueError naming the entry when one is missing, unexpected, repeated,
+  /// undefined, or of another shape or dtype; then nothing has been copied.
+  void load_state_dict(const NamedTensors& state);
+  /// Makes the parameter `name` (dotted) this very tensor, shared, not copied (as assigning
+  /// `module.weight = p` in PyTorch), e.g. to differentiate through parameters held elsewhere.
+  /// Throws ValueError for an unknown name, another shape or dtype.
+  void set_parameter(const std::string& name, const Tensor& value);
+
+ protected:
+  /// Registers a member tensor as the parameter `name` and turns its gradient on. Throws
+  /// ValueError for a repeated or dotted name or an undefined or non-floating tensor.
+  void register_parameter(const std::string& name, Tensor& member);
+  /// Registers a member module as the child `name`. Throws ValueError for a repeated name.
+  void register_module(const std::string& name, Module& child);
+
+ private:
+  // Every parameter slot of the tree, with its dotted name, in named_parameters() order.
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
+  void check_new_name(const std::string& name, const char* who) const;
+
+  std::vector<std::pair<std::string, Tensor*>> parameters_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+/// Children numbered 0, 1, ... in order, as torch.nn.ModuleList (a GPT's `transformer.h`).
+template <class M>
+class ModuleList : public Module {
+ public:
+  /// Appends a child named by its index. Never throws.
+  M& append(std::unique_ptr<M> item) {
+    register_module(std::to_string(items_.size()), *item);
+    items_.push_back(std::move(item));
+    return *items_.back();
+  }
+  size_t size() const { return items_.size(); }
+  M& operator[](size_t i) { return *items_[i]; }
+  const M& operator[](size_t i) const { return *items_[i]; }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::unique_ptr<M>> items_;
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,30 @@
+// div: Y = A / B (broadcasting);  dA = sum_to(dY / B, A.shape),
+//                                  dB = -sum_to(dY A / B^2, B.shape) = -sum_to((dY / B) Y, B.shape)
+
+#include "ops/div.h"
+
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+#include "ops/mul.h"
+#include "ops/scale.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+Tensor div(const Tensor& A, const Tensor& B, const std::source_location& where) {
+  detail::check_same_dtype("div", A, B);
+  detail::check_floating("div", A);
+  Tensor Y = dispatch(A.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("div", A, B, [](auto x, auto y) { return x / y; });
+  });
+  return record("div", Y, {A, B}, where)
+      .saves(B)
+      .formula(
+          [B, sA = A.shape(), da = A.requires_grad()](const Tensor& dY, const Tensor& Y) -> Grads {
+            const Tensor g = div(dY, B);  // dY / B, the shape of Y
+            return {da ? sum_to(g, sA) : Tensor(),
+                    B.requires_grad() ? scale(sum_to(mul(g, Y), B.shape()), -1.0) : Tensor()};
+          });
+}
+
+}  // namespace tg

@@ -1,0 +1,103 @@
+// gelu: Y = X Phi(X)
+//   none: Phi = (1 + erf(X / sqrt2)) / 2;  dX = dY (Phi + X phi),  phi = exp(-X^2 / 2) / sqrt(2 pi)
+//   tanh: Phi ~ (1 + t) / 2,  t = tanh(u),  u = b (X + k X^3),  b = sqrt(2 / pi),  k = 0.044715;
+//         dX = dY ((1 + t) / 2 + X (1 - t^2) b (1 + 3 k X^2) / 2)
+
+#include "ops/gelu.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "autograd/node.h"
+#include "ops/add.h"
+#include "ops/erf.h"
+#include "ops/exp.h"
+#include "ops/mul.h"
+#include "ops/op_util.h"
+#include "ops/scale.h"
+#include "ops/sub.h"
+#include "ops/tanh.h"
+
+namespace tg {
+
+namespace {
+
+// Written as PyTorch writes them (M_SQRT1_2, M_SQRT2 * M_2_SQRTPI * 0.5), to round alike.
+constexpr double kSqrt1_2 = std::numbers::sqrt2 / 2;
+constexpr double kInvSqrt2Pi = 2 * std::numbers::inv_sqrtpi * kSqrt1_2 * 0.5;
+constexpr double kBeta = std::numbers::sqrt2 * (2 * std::numbers::inv_sqrtpi) * 0.5;
+constexpr double kKappa = 0.044715;
+
+// The formulas, in ops, so create_graph can record them.
+Tensor gelu_erf_grad(const Tensor& X, const Tensor& dY) {
+  const Tensor one = scalar(1.0, X.dtype());
+  const Tensor cdf = scale(add(erf(scale(X, kSqrt1_2)), one), 0.5);    // Phi(X)
+  const Tensor pdf = scale(exp(scale(mul(X, X), -0.5)), kInvSqrt2Pi);  // phi(X)
+  return mul(dY, add(cdf, mul(X, pdf)));
+}
+
+Tensor gelu_tanh_grad(const Tensor& X, const Tensor& dY) {
+  const Tensor one = scalar(1.0, X.dtype());
+  const Tensor X2 = mul(X, X);
+  const Tensor t = tanh(scale(add(X, scale(mul(X, X2), kKappa)), kBeta));
+  const Tensor du = scale(add(one, scale(X2, 3.0 * kKappa)), kBeta);  // du/dX
+  const Tensor sech2 = sub(one, mul(t, t));
+  return mul(dY, add(scale(add(t, one), 0.5), scale(mul(X, mul(sech2, du)), 0.5)));
+}
+
+// The same gradients in one pass over the elements.
+template <class T>
+void gelu_erf_kernel(const T* x, const T* dy, T* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T cdf = (std::erf(x[i] * T(kSqrt1_2)) + T(1)) * T(0.5);
+    const T pdf = std::exp((x[i] * x[i]) * T(-0.5)) * T(kInvSqrt2Pi);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+template <class T>
+void gelu_tanh_kernel(const T* px, const T* pdy, T* pdx, int64_t n) {
+  auto x = detail::CMapArr<T>(px, n);
+  const auto x2 = x * x;
+  const Eigen::Array<T, Eigen::Dynamic, 1> t = ((x + (x * x2) * T(kKappa)) * T(kBeta)).tanh();
+  const auto du = (T(1) + x2 * T(3.0 * kKappa)) * T(kBeta);
+  detail::MapArr<T>(pdx, n) =
+      detail::CMapArr<T>(pdy, n) * ((t + T(1)) * T(0.5) + (x * ((T(1) - t * t) * du)) * T(0.5));
+}
+
+}  // namespace
+
+Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_location& where) {
+  detail::check_floating("gelu", X);
+  const bool tanh_mode = approximate == GeluApproximate::tanh;
+  Tensor Y(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    if (tanh_mode) {
+      auto xa = detail::CMapArr<T>(x, n);
+      const auto inner = (xa + xa * xa * xa * T(kKappa)) * T(kBeta);
+      detail::MapArr<T>(y, n) = T(0.5) * xa * (T(1) + inner.tanh());
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * T(0.5) * (T(1) + std::erf(x[i] * T(kSqrt1_2)));
+    }
+  });
+  return record("gelu", Y, {X}, where)
+      .saves(X)
+      .formula([X, tanh_mode](const Tensor& dY) -> Grads {
+        return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
+      })
+      .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
+        Tensor dX(X.shape(), X.dtype());
+        dispatch(X.dtype(), [&]<class T>() {
+          if (tanh_mode)
+            gelu_tanh_kernel<T>(X.data<T>(), dY.data<T>(), dX.data<T>(), X.numel());
+          else
+            gelu_erf_kernel<T>(X.data<T>(), dY.data<T>(), dX.data<T>(), X.numel());
+        });
+        return {dX};
+      });
+}
+
+}  // namespace tg

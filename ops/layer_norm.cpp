@@ -1,0 +1,137 @@
+// layer_norm over the last axis (C): mu = mean(X), var = mean((X - mu)^2), r = 1 / sqrt(var + eps),
+//   Xhat = (X - mu) r,  Y = Xhat W + B;
+//   g = dY W:  dX = r (g - mean(g) - Xhat mean(g Xhat)),  dW = sum_rows(dY Xhat),  dB =
+//   sum_rows(dY)
+// The forward and the kernel run row by row in double; the formula recomputes Xhat with ops.
+
+#include "ops/layer_norm.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/node.h"
+#include "ops/add.h"
+#include "ops/mean.h"
+#include "ops/mul.h"
+#include "ops/op_util.h"
+#include "ops/sqrt.h"
+#include "ops/sub.h"
+#include "ops/sum_to.h"
+
+namespace tg {
+
+namespace {
+
+using ArrD = Eigen::Array<double, Eigen::Dynamic, 1>;
+
+void check_affine(const Tensor& X, const Tensor& p, const char* name) {
+  if (!p.defined()) return;
+  if (p.dtype() != X.dtype())
+    throw ValueError(std::string("layer_norm: ") + name + " " + p.shape().str() + " " +
+                     dtype_name(p.dtype()) + " and input " + X.shape().str() + " " +
+                     dtype_name(X.dtype()) + ": dtypes differ");
+  if (!(p.shape() == Shape{X.size(-1)}))
+    throw ShapeError(std::string("layer_norm: ") + name + " " + p.shape().str() +
+                     " must be (C,) = (" + std::to_string(X.size(-1)) + ",) for input " +
+                     X.shape().str());
+}
+
+// The formula, in ops.
+Grads layer_norm_formula(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
+                         const Tensor& dY) {
+  const Tensor mu = mean(X, -1, true);                                               // (..., 1)
+  const Tensor Xc = sub(X, mu);                                                      // (..., C)
+  const Tensor r = rsqrt(add(mean(mul(Xc, Xc), -1, true), scalar(eps, X.dtype())));  // (..., 1)
+  const Tensor Xhat = mul(Xc, r);                                                    // (..., C)
+  const Tensor g = W.defined() ? mul(dY, W) : dY;                                    // (..., C)
+  Tensor dX, dW, dB;
+  if (X.requires_grad())
+    dX = mul(r, sub(sub(g, mean(g, -1, true)), mul(Xhat, mean(mul(g, Xhat), -1, true))));
+  if (W.defined() && W.requires_grad()) dW = sum_to(mul(dY, Xhat), W.shape());
+  if (B.defined() && B.requires_grad()) dB = sum_to(dY, B.shape());
+  return {dX, dW, dB};
+}
+
+// The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
+// 2).
+template <class T>
+Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const Tensor& stats,
+                        const Tensor& dY) {
+  const int64_t C = X.size(-1), rows = C ? X.numel() / C : 0;
+  const bool need_x = X.requires_grad(), need_w = W.defined() && W.requires_grad(),
+             need_b = B.defined() && B.requires_grad();
+  Tensor dX = need_x ? Tensor(X.shape(), X.dtype()) : Tensor();
+  ArrD w = W.defined() ? ArrD(detail::CMapArr<T>(W.data<T>(), C).template cast<double>())
+                       : ArrD::Ones(C);
+  ArrD dw = ArrD::Zero(C), db = ArrD::Zero(C), xhat(C), dy(C), g(C);
+  const double* st = stats.data<double>();
+  T* dx = need_x ? dX.data<T>() : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double mu = st[2 * r], rstd = st[2 * r + 1];
+    xhat = (detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>() - mu) * rstd;
+    dy = detail::CMapArr<T>(dY.data<T>() + r * C, C).template cast<double>();
+    if (need_x) {
+      g = dy * w;
+      const double g_mean = g.mean(), gx_mean = (g * xhat).mean();
+      detail::MapArr<T>(dx + r * C, C) =
+          (rstd * ((g - g_mean) - xhat * gx_mean)).template cast<T>();
+    }
+    if (need_w) dw += dy * xhat;
+    if (need_b) db += dy;
+  }
+  Tensor dW, dB;
+  if (need_w) {
+    dW = Tensor(W.shape(), W.dtype());
+    detail::MapArr<T>(dW.data<T>(), C) = dw.template cast<T>();
+  }
+  if (need_b) {
+    dB = Tensor(B.shape(), B.dtype());
+    detail::MapArr<T>(dB.data<T>(), C) = db.template cast<T>();
+  }
+  return {dX, dW, dB};
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
+                  const std::source_location& where) {
+  detail::check_floating("layer_norm", X);
+  detail::check_min_rank("layer_norm", X, 1);
+  check_affine(X, W, "weight");
+  check_affine(X, B, "bias");
+  if (!(eps >= 0))
+    throw ValueError("layer_norm: eps must be >= 0, got " + std::to_string(eps) + " for input " +
+                     X.shape().str());
+  const int64_t C = X.size(-1), rows = C ? X.numel() / C : 0;
+  Tensor Y(X.shape(), X.dtype());
+  Tensor stats(Shape{rows, 2}, Dtype::f64);  // per row: mean, 1 / sqrt(var + eps)
+  dispatch(X.dtype(), [&]<class T>() {
+    double* st = stats.data<double>();
+    T* y = Y.data<T>();
+    ArrD w = W.defined() ? ArrD(detail::CMapArr<T>(W.data<T>(), C).template cast<double>())
+                         : ArrD::Ones(C);
+    ArrD b = B.defined() ? ArrD(detail::CMapArr<T>(B.data<T>(), C).template cast<double>())
+                         : ArrD::Zero(C);
+    ArrD xc(C);
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto x = detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>();
+      const double mu = x.mean();
+      xc = x - mu;
+      const double rstd = 1.0 / std::sqrt(xc.square().mean() + eps);  // biased variance
+      st[2 * r] = mu;
+      st[2 * r + 1] = rstd;
+      detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
+    }
+  });
+  return record("layer_norm", Y, {X, W, B}, where)
+      .saves(X, W)
+      .formula([X, W, B, eps](const Tensor& dY) -> Grads {
+        return layer_norm_formula(X, W, B, eps, dY);
+      })
+      .kernel([X, W, B, stats](const Tensor& dY) -> Grads {
+        return dispatch(X.dtype(),
+                        [&]<class T>() { return layer_norm_kernel<T>(X, W, B, stats, dY); });
+      });
+}
+
+}  // namespace tg

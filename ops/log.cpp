@@ -1,0 +1,23 @@
+// log: Y = ln X;  dX = dY / X
+
+#include "ops/log.h"
+
+#include "autograd/node.h"
+#include "ops/div.h"
+#include "ops/op_util.h"
+
+namespace tg {
+
+Tensor log(const Tensor& X, const std::source_location& where) {
+  detail::check_floating("log", X);
+  Tensor Y(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).log();
+  });
+  return record("log", Y, {X}, where).saves(X).formula([X](const Tensor& dY) -> Grads {
+    return {div(dY, X)};
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,42 @@
+// relu: Y = max(X, 0);  dX = dY * [X > 0]  (the step is a constant: its own derivative is 0)
+
+#include "ops/relu.h"
+
+#include "autograd/node.h"
+#include "ops/mul.h"
+#include "ops/op_util.h"
+
+namespace tg {
+
+Tensor relu(const Tensor& X, const std::source_location& where) {
+  detail::check_floating("relu", X);
+  Tensor Y(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    auto x = detail::CMapArr<T>(X.data<T>(), n);
+    detail::MapArr<T>(Y.data<T>(), n) = (x <= T(0)).select(T(0), x);  // NaN stays NaN
+  });
+  // Y > 0 exactly where X > 0, so the output alone tells where the gradient passes.
+  return record("relu", Y, {X}, where)
+      .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
+        Tensor step(Y.shape(), Y.dtype());
+        dispatch(Y.dtype(), [&]<class T>() {
+          const int64_t n = Y.numel();
+          detail::MapArr<T>(step.data<T>(), n) =
+              (detail::CMapArr<T>(Y.data<T>(), n) > T(0)).template cast<T>();
+        });
+        return {mul(dY, step)};
+      })
+      .kernel([](const Tensor& dY, const Tensor& Y) -> Grads {
+        Tensor dX(Y.shape(), Y.dtype());
+        dispatch(Y.dtype(), [&]<class T>() {
+          const int64_t n = Y.numel();
+          detail::MapArr<T>(dX.data<T>(), n) =
+              (detail::CMapArr<T>(Y.data<T>(), n) > T(0))
+                  .select(detail::CMapArr<T>(dY.data<T>(), n), T(0));
+        });
+        return {dX};
+      });
+}
+
+}  // namespace tg

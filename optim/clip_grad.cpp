@@ -1,0 +1,48 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/grad_mode.h"
+
+namespace tg::optim {
+
+double grad_norm(const NamedTensors& params) {
+  double sum_sq = 0;
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch(g.dtype(), [&]<class T>() {
+      const T* dg = g.template data<T>();
+      for (int64_t i = 0; i < g.numel(); ++i) sum_sq += static_cast<double>(dg[i]) * dg[i];
+    });
+  }
+  return std::sqrt(sum_sq);
+}
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  if (!(max_norm >= 0))
+    throw ValueError("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
+  const double total = grad_norm(params);
+  if (!std::isfinite(total) || !(total > max_norm)) return total;
+  const double coef = max_norm / (total + 1e-6);
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // A gradient recorded by create_graph, or sharing its buffer with another tensor, is not
+    // ours to overwrite: scale a copy instead.
+    if (!g.is_leaf() || g.impl().storage.use_count() != 1) {
+      g = g.detach().clone();
+      p.set_grad(g);
+    }
+    dispatch(g.dtype(), [&]<class T>() {
+      T* dg = g.template data<T>();
+      const T c = static_cast<T>(coef);
+      for (int64_t i = 0; i < g.numel(); ++i) dg[i] *= c;
+    });
+  }
+  return total;
+}
+
+}  // namespace tg::optim

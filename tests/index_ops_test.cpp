@@ -1,0 +1,409 @@
+// cross_entropy, embedding, narrow / split / cat and dropout: values against plain loops and
+// hand-derived numbers, kernels against formulas, dropout's statistics, and bad input as a table.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "check/gradcheck.h"
+#include "ops/ops.h"
+
+namespace {
+
+using tg::Tensor;
+
+// Gradients of sum(f(x) * W) for fixed random W, through kernels (no graph) and through
+// formulas (create_graph); each input is a fresh leaf.
+struct BothGrads {
+  std::vector<Tensor> kernel, formula;
+};
+
+BothGrads grads_both(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                     const std::vector<Tensor>& inputs, uint64_t seed) {
+  BothGrads r;
+  for (bool create_graph : {false, true}) {
+    std::vector<Tensor> x;
+    for (const Tensor& t : inputs) x.push_back(t.clone().set_requires_grad());
+    const Tensor y = f(x);
+    tg::Rng rng(seed);
+    const Tensor w = tg::randn(y.shape(), rng);
+    (create_graph ? r.formula : r.kernel) = tg::grad({y}, x, {w}, create_graph);
+  }
+  return r;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double rel) {
+  ASSERT_EQ(a.shape(), b.shape());
+  const auto va = a.to_vector(), vb = b.to_vector();
+  double scale = 1e-300;
+  for (double v : vb) scale = std::max(scale, std::fabs(v));
+  for (std::size_t k = 0; k < va.size(); ++k)
+    EXPECT_LE(std::fabs(va[k] - vb[k]), rel * scale)
+        << "at " << k << ": " << va[k] << " vs " << vb[k];
+}
+
+void expect_kernel_matches_formula(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                   const std::vector<Tensor>& inputs) {
+  const BothGrads g = grads_both(f, inputs, 5);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    expect_close(g.kernel[i], g.formula[i], 1e-12);
+  }
+}
+
+// -log softmax(x)[n, t_n] averaged over the targets that count, by plain loops.
+double cross_entropy_loop(const Tensor& x, const std::vector<int64_t>& t, int64_t ignore) {
+  const int64_t N = x.size(0), V = x.size(1);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == ignore) continue;
+    double s = 0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(x.at({n, v}));
+    total += std::log(s) - x.at({n, t[n]});
+    ++count;
+  }
+  return total / double(count);
+}
+
+TEST(CrossEntropy, MatchesPlainLoop) {
+  tg::Rng rng(1);
+  const Tensor x = tg::randn({6, 5}, rng, tg::Dtype::f64, 2.0);
+  const std::vector<int64_t> t = {4, -1, 0, 2, -1, 4};
+  const double ref = cross_entropy_loop(x, t, -1);
+  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices(t, {6})).item(), ref, 1e-12 * std::fabs(ref));
+  const Tensor y32 = tg::cross_entropy(x.to(tg::Dtype::f32), tg::from_indices(t, {6}));
+  EXPECT_EQ(y32.dtype(), tg::Dtype::f32);
+  EXPECT_NEAR(y32.item(), ref, 1e-5 * std::fabs(ref));
+}
+
+TEST(CrossEntropy, HandDerivedValues) {
+  // Equal logits: every class has probability 1/V, so the loss is log V.
+  EXPECT_NEAR(tg::cross_entropy(tg::zeros({2, 4}), tg::from_indices({1, 3}, {2})).item(),
+              std::log(4.0), 1e-15);
+  // Row [0, log 3]: softmax [1/4, 3/4], the loss of target 1 is log(4/3); the ignored row adds
+  // nothing and does not count in the mean.
+  const Tensor x = tg::from_vector({0, std::log(3.0), 5, 7}, {2, 2});
+  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices({1, -1}, {2})).item(), std::log(4.0 / 3.0),
+              1e-15);
+  // A custom ignore_index: target 0 is ignored, so only row 1 (target 1: log(1 + e^-2)) counts.
+  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices({0, 1}, {2}), 0).item(),
+              std::log(1 + std::exp(-2.0)), 1e-15);
+  // The same row twice averages to the same loss.
+  EXPECT_NEAR(tg::cross_entropy(tg::from_vector({0, std::log(3.0), 0, std::log(3.0)}, {2, 2}),
+                                tg::from_indices({1, 1}, {2}))
+                  .item(),
+              std::log(4.0 / 3.0), 1e-15);
+}
+
+TEST(CrossEntropy, AllIgnoredIsNanWithZeroGradient) {
+  // As PyTorch: the mean over no targets is 0 / 0, and no target picks an entry to differentiate.
+  for (bool create_graph : {false, true}) {
+    const Tensor x = tg::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+    const Tensor y = tg::cross_entropy(x, tg::from_indices({-1, -1}, {2}));
+    EXPECT_TRUE(std::isnan(y.item()));
+    const Tensor dx = tg::grad({y}, {x}, {tg::scalar(0.5)}, create_graph)[0];
+    for (double v : dx.to_vector()) EXPECT_EQ(v, 0.0);
+  }
+}
+
+TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverCount) {
+  tg::Rng rng(2);
+  const Tensor x = tg::randn({5, 4}, rng);
+  const std::vector<int64_t> t = {3, -1, 0, 0, -1};
+  const Tensor tt = tg::from_indices(t, {5});
+  const double dy = 0.37;
+  const int64_t count = 3;
+  std::vector<double> ref(20, 0.0);
+  for (int64_t n = 0; n < 5; ++n) {
+    if (t[n] < 0) continue;
+    double s = 0;
+    for (int64_t v = 0; v < 4; ++v) s += std::exp(x.at({n, v}));
+    for (int64_t v = 0; v < 4; ++v)
+      ref[n * 4 + v] = dy * (std::exp(x.at({n, v})) / s - (v == t[n])) / double(count);
+  }
+  for (bool create_graph : {false, true}) {
+    SCOPED_TRACE(create_graph ? "formula" : "kernel");
+    const Tensor xl = x.clone().set_requires_grad();
+    const Tensor y = tg::cross_entropy(xl, tt);
+    const Tensor dx = tg::grad({y}, {xl}, {tg::scalar(dy)}, create_graph)[0];
+    expect_close(dx, tg::from_vector(ref, {5, 4}), 1e-13);
+  }
+}
+
+TEST(CrossEntropy, KernelMatchesFormula) {
+  tg::Rng rng(3);
+  const Tensor tt = tg::from_indices({0, 6, -1, 10, 3, 3, -1, 9}, {8});
+  auto f = [tt](const std::vector<Tensor>& x) { return tg::cross_entropy(x[0], tt); };
+  expect_kernel_matches_formula(f, {tg::randn({8, 11}, rng)});
+  expect_kernel_matches_formula(f, {tg::randn({8, 11}, rng, tg::Dtype::f64, 30.0)});
+}
+
+TEST(Embedding, PicksRows) {
+  const Tensor W = tg::from_vector({0, 1, 10, 11, 20, 21}, {3, 2});
+  const Tensor Y = tg::embedding(tg::from_indices({2, 0, 2, 1}, {2, 2}), W);
+  ASSERT_EQ(Y.shape(), tg::Shape({2, 2, 2}));
+  EXPECT_EQ(Y.to_vector(), (std::vector<double>{20, 21, 0, 1, 20, 21, 10, 11}));
+  EXPECT_EQ(tg::embedding(tg::from_indices({1}, {}), W).to_vector(), (std::vector<double>{10, 11}));
+}
+
+TEST(Embedding, RepeatedIndicesAddTheirRows) {
+  tg::Rng rng(4);
+  const Tensor idx = tg::from_indices({1, 3, 1, 1}, {4});
+  const Tensor G = tg::randn({4, 3}, rng);  // dY
+  for (bool create_graph : {false, true}) {
+    SCOPED_TRACE(create_graph ? "formula" : "kernel");
+    const Tensor W = tg::randn({4, 3}, rng).set_requires_grad();
+    const Tensor dW = tg::grad({tg::embedding(idx, W)}, {W}, {G}, create_graph)[0];
+    for (int64_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(dW.at({0, c}), 0.0);
+      EXPECT_NEAR(dW.at({1, c}), G.at({0, c}) + G.at({2, c}) + G.at({3, c}), 1e-15);
+      EXPECT_EQ(dW.at({2, c}), 0.0);
+      EXPECT_EQ(dW.at({3, c}), G.at({1, c}));
+    }
+  }
+}
+
+TEST(Embedding, SecondDerivativeIsEmbeddingAgain) {
+  // d/dG of sum(dW * U), dW = index_add(G): row k of the result is U[idx[k]].
+  tg::Rng rng(5);
+  const Tensor idx = tg::from_indices({2, 0, 2}, {3});
+  const Tensor W = tg::randn({3, 2}, rng).set_requires_grad();
+  const Tensor G = tg::randn({3, 2}, rng).set_requires_grad();
+  const Tensor U = tg::randn({3, 2}, rng);
+  const Tensor dW = tg::grad({tg::embedding(idx, W)}, {W}, {G}, true)[0];
+  const Tensor dG = tg::grad({dW}, {G}, {U})[0];
+  expect_close(dG, tg::embedding(idx, U), 0.0);
+}
+
+TEST(NarrowSplitCat, SplitThenCatRoundTrips) {
+  tg::Rng rng(6);
+  const Tensor x = tg::randn({2, 7, 3}, rng);
+  const std::vector<Tensor> pieces = tg::split(x, 3, 1);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].shape(), tg::Shape({2, 3, 3}));
+  EXPECT_EQ(pieces[2].shape(), tg::Shape({2, 1, 3}));
+  EXPECT_EQ(pieces[1].at({1, 2, 0}), x.at({1, 5, 0}));
+  EXPECT_EQ(tg::cat(pieces, 1).to_vector(), x.to_vector());
+  EXPECT_EQ(tg::narrow(x, -1, 1, 2).at({1, 4, 1}), x.at({1, 4, 2}));
+}
+
+TEST(NarrowSplitCat, CatOfNineBuildsATreeAndEachGradientIsItsSlice) {
+  tg::Rng rng(7);
+  std::vector<Tensor> xs;
+  for (int64_t i = 0; i < 9; ++i) xs.push_back(tg::randn({2, 1 + i % 3}, rng).set_requires_grad());
+  const Tensor y = tg::cat(xs, 1);  // more inputs than a node holds
+  ASSERT_EQ(y.shape(), tg::Shape({2, 18}));
+  Tensor plain;
+  {
+    tg::NoGradGuard no_grad;
+    plain = tg::cat(xs, 1);
+  }
+  EXPECT_EQ(y.to_vector(), plain.to_vector());
+  const Tensor W = tg::randn({2, 18}, rng);
+  for (bool create_graph : {false, true}) {
+    const std::vector<Tensor> g = tg::grad({y}, xs, {W}, create_graph, true);
+    int64_t at = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      SCOPED_TRACE("input " + std::to_string(i));
+      EXPECT_EQ(g[i].to_vector(), tg::narrow(W, 1, at, xs[i].size(1)).to_vector());
+      at += xs[i].size(1);
+    }
+  }
+}
+
+TEST(NarrowSplitCat, MoveIndicesToo) {
+  const Tensor batch = tg::from_indices({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor x = tg::narrow(batch, 1, 0, 2), y = tg::narrow(batch, 1, 1, 2);
+  EXPECT_EQ(x.dtype(), tg::Dtype::i64);
+  EXPECT_EQ(x.to_vector(), (std::vector<double>{1, 2, 4, 5}));
+  EXPECT_EQ(tg::cat({x, y}, 0).to_vector(), (std::vector<double>{1, 2, 4, 5, 2, 3, 5, 6}));
+}
+
+TEST(NarrowSplitCat, KernelMatchesFormula) {
+  tg::Rng rng(8);
+  expect_kernel_matches_formula(
+      [](const std::vector<Tensor>& x) { return tg::narrow(x[0], 2, 1, 2); },
+      {tg::randn({2, 3, 4, 2}, rng)});
+}
+
+// Negative control: narrow with its gradient placed one position off must fail gradcheck, so the
+// registry's narrow cases can fail.
+TEST(NarrowSplitCat, MisplacedGradientFailsGradcheck) {
+  tg::Rng rng(9);
+  auto wrong = [](const std::vector<Tensor>& x) {
+    const Tensor y = tg::narrow(x[0].detach(), 0, 1, 2);
+    auto misplaced = [](const Tensor& dY) -> tg::Grads {
+      return {tg::cat({tg::zeros({2, 3}), dY}, 0)};  // should be rows 1..2, not 2..3
+    };
+    return tg::Tensor(tg::record("narrow_misplaced", y, {x[0]}).formula(misplaced));
+  };
+  tg::GradcheckOptions o;
+  o.warn_vacuous = false;
+  EXPECT_FALSE(tg::gradcheck(wrong, {tg::randn({4, 3}, rng)}, o).passed);
+  auto right = [](const std::vector<Tensor>& x) { return tg::narrow(x[0], 0, 1, 2); };
+  EXPECT_TRUE(tg::gradcheck(right, {tg::randn({4, 3}, rng)}, o).passed);
+}
+
+TEST(Dropout, MaskStatistics) {
+  const double p = 0.3;
+  tg::Rng rng(10);
+  const Tensor y = tg::dropout(tg::ones({200, 500}), p, true, rng);
+  int64_t kept = 0;
+  for (double v : y.to_vector()) {
+    if (v != 0.0) {
+      ++kept;
+      EXPECT_EQ(v, 1.0 / (1.0 - p));
+    }
+  }
+  // 100000 draws: the kept fraction's standard deviation is 0.0014; 0.01 is seven of them.
+  EXPECT_NEAR(double(kept) / 100000.0, 1.0 - p, 0.01);
+}
+
+TEST(Dropout, SameSeedSameMask) {
+  tg::Rng a(11), b(11), c(12);
+  const Tensor x = tg::ones({50, 20});
+  const auto ya = tg::dropout(x, 0.5, true, a).to_vector();
+  EXPECT_EQ(ya, tg::dropout(x, 0.5, true, b).to_vector());
+  EXPECT_NE(ya, tg::dropout(x, 0.5, true, c).to_vector());
+  EXPECT_NE(ya, tg::dropout(x, 0.5, true, a).to_vector()) << "the rng moves on";
+}
+
+TEST(Dropout, EvalAndPZeroReturnTheInput) {
+  tg::Rng rng(13);
+  const Tensor x = tg::randn({3, 4}, rng);
+  EXPECT_EQ(tg::dropout(x, 0.5, false, rng).impl_ptr(), x.impl_ptr());
+  EXPECT_EQ(tg::dropout(x, 0.0, true, rng).impl_ptr(), x.impl_ptr());
+}
+
+TEST(Dropout, POneGivesZerosAndZeroGradient) {
+  tg::Rng rng(14);
+  const Tensor x = tg::randn({3, 4}, rng).set_requires_grad();
+  const Tensor y = tg::dropout(x, 1.0, true, rng);
+  for (double v : y.to_vector()) EXPECT_EQ(v, 0.0);
+  for (double v : tg::grad({y}, {x}, {tg::ones({3, 4})})[0].to_vector()) EXPECT_EQ(v, 0.0);
+}
+
+TEST(Dropout, GradientIsTheMask) {
+  tg::Rng rng(15);
+  const Tensor x = tg::randn({4, 6}, rng).set_requires_grad();
+  const Tensor G = tg::randn({4, 6}, rng);
+  for (bool create_graph : {false, true}) {
+    tg::Rng drop(16);
+    const Tensor y = tg::dropout(x, 0.4, true, drop);
+    const Tensor dx = tg::grad({y}, {x}, {G}, create_graph)[0];
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        const double mask = y.at({i, j}) / x.at({i, j});  // 0 or 1 / 0.6
+        EXPECT_NEAR(dx.at({i, j}), G.at({i, j}) * mask, 1e-15);
+      }
+  }
+}
+
+enum class Kind { Shape, Value };
+
+struct BadCase {
+  const char* name;
+  std::function<void()> run;
+  Kind kind;
+  std::vector<std::string> fragments;  // each must appear in what()
+};
+
+Tensor z(const tg::Shape& s, tg::Dtype d = tg::Dtype::f64) { return tg::zeros(s, d); }
+Tensor ix(std::vector<int64_t> v) { return tg::from_indices(v, {static_cast<int64_t>(v.size())}); }
+
+const std::vector<BadCase>& bad_cases() {
+  static tg::Rng rng(0);
+  static const std::vector<BadCase> cases = {
+      {"ce_float_targets", [] { tg::cross_entropy(z({2, 3}), z({2})); }, Kind::Value,
+       {"cross_entropy", "int64", "float64", "(2, 3)", "(2,)"}},
+      {"ce_target_too_big", [] { tg::cross_entropy(z({2, 3}), ix({0, 3})); }, Kind::Value,
+       {"cross_entropy", "target 3", "[0, 3)", "(2, 3)"}},
+      {"ce_target_negative", [] { tg::cross_entropy(z({2, 3}), ix({-2, 0})); }, Kind::Value,
+       {"cross_entropy", "target -2", "ignore_index -1"}},
+      {"ce_ignore_index_not_minus_one", [] { tg::cross_entropy(z({2, 3}), ix({-1, 0}), 5); },
+       Kind::Value, {"cross_entropy", "target -1", "ignore_index 5"}},
+      {"ce_logits_rank3", [] { tg::cross_entropy(z({2, 3, 4}), ix({0, 1})); }, Kind::Shape,
+       {"cross_entropy", "(N, V)", "(2, 3, 4)"}},
+      {"ce_targets_rank2", [] { tg::cross_entropy(z({2, 3}), tg::from_indices({0, 1}, {2, 1})); },
+       Kind::Shape, {"cross_entropy", "(2, 1)"}},
+      {"ce_N_differs", [] { tg::cross_entropy(z({2, 3}), ix({0, 1, 2})); }, Kind::Shape,
+       {"cross_entropy", "N differs", "(2, 3)", "(3,)"}},
+      {"ce_int_logits", [] { tg::cross_entropy(ix({0, 1}), ix({0, 1})); }, Kind::Value,
+       {"cross_entropy", "logits", "int64"}},
+      {"embedding_float_indices", [] { tg::embedding(z({3}), z({4, 2})); }, Kind::Value,
+       {"embedding", "int64", "float64", "(3,)"}},
+      {"embedding_index_too_big", [] { tg::embedding(ix({0, 4}), z({4, 2})); }, Kind::Value,
+       {"embedding", "index 4", "[0, 4)", "(4, 2)"}},
+      {"embedding_index_negative", [] { tg::embedding(ix({-1}), z({4, 2})); }, Kind::Value,
+       {"embedding", "index -1", "(4, 2)"}},
+      {"embedding_weight_rank3", [] { tg::embedding(ix({0}), z({4, 2, 1})); }, Kind::Shape,
+       {"embedding", "(V, C)", "(4, 2, 1)"}},
+      {"embedding_result_rank5",
+       [] { tg::embedding(tg::from_indices({0}, {1, 1, 1, 1}), z({4, 2})); }, Kind::Shape,
+       {"embedding", "(1, 1, 1, 1)", "rank 5"}},
+      {"embedding_int_weight", [] { tg::embedding(ix({0}), tg::from_indices({1, 2}, {1, 2})); },
+       Kind::Value, {"embedding", "weight", "int64", "(1, 2)"}},
+      {"cat_no_tensors", [] { tg::cat({}, 0); }, Kind::Shape, {"cat", "at least one"}},
+      {"cat_shapes_differ", [] { tg::cat({z({2, 3}), z({3, 2})}, 0); }, Kind::Shape,
+       {"cat", "axis 0", "(2, 3)", "(3, 2)"}},
+      {"cat_ranks_differ", [] { tg::cat({z({2, 3}), z({2, 3, 1})}, 1); }, Kind::Shape,
+       {"cat", "(2, 3)", "(2, 3, 1)"}},
+      {"cat_dtypes_differ", [] { tg::cat({z({2, 3}), z({2, 3}, tg::Dtype::f32)}, 0); },
+       Kind::Value, {"cat", "dtypes", "float64", "float32"}},
+      {"cat_bad_axis", [] { tg::cat({z({2, 3}), z({2, 3})}, 2); }, Kind::Shape, {"cat", "(2, 3)"}},
+      {"cat_many_shapes_differ", [] { tg::cat({z({1}), z({1}), z({1}), z({1}), z({1, 1})}, 0); },
+       Kind::Shape, {"cat", "(1, 1)"}},
+      {"narrow_past_end", [] { tg::narrow(z({2, 3}), 1, 2, 2); }, Kind::Shape,
+       {"narrow", "[2, 2 + 2)", "axis 1", "(2, 3)"}},
+      {"narrow_negative_start", [] { tg::narrow(z({2, 3}), 0, -1, 1); }, Kind::Shape,
+       {"narrow", "(2, 3)"}},
+      {"narrow_negative_length", [] { tg::narrow(z({2, 3}), 0, 1, -1); }, Kind::Shape,
+       {"narrow", "(2, 3)"}},
+      {"narrow_bad_axis", [] { tg::narrow(z({2, 3}), 2, 0, 1); }, Kind::Shape,
+       {"narrow", "(2, 3)"}},
+      {"split_size_zero", [] { tg::split(z({2, 3}), 0, 1); }, Kind::Value,
+       {"split", "size", "(2, 3)"}},
+      {"split_bad_axis", [] { tg::split(z({2, 3}), 1, -3); }, Kind::Shape, {"split", "(2, 3)"}},
+      {"dropout_p_above_one", [] { tg::dropout(z({2, 3}), 1.5, true, rng); }, Kind::Value,
+       {"dropout", "p", "1.5", "(2, 3)"}},
+      {"dropout_p_negative", [] { tg::dropout(z({2, 3}), -0.1, false, rng); }, Kind::Value,
+       {"dropout", "p", "(2, 3)"}},
+      {"dropout_p_nan",
+       [] { tg::dropout(z({2}), std::numeric_limits<double>::quiet_NaN(), true, rng); },
+       Kind::Value, {"dropout", "nan"}},
+      {"dropout_int", [] { tg::dropout(ix({1, 2}), 0.5, true, rng); }, Kind::Value,
+       {"dropout", "int64", "(2,)"}},
+  };
+  return cases;
+}
+
+class IndexOpsBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(IndexOpsBadInput, ThrowsTheRightErrorNamingOpAndShapes) {
+  const BadCase& c = GetParam();
+  try {
+    c.run();
+    FAIL() << "no error thrown";
+  } catch (const tg::Error& e) {
+    const bool right_kind = c.kind == Kind::Shape
+                                ? dynamic_cast<const tg::ShapeError*>(&e) != nullptr
+                                : dynamic_cast<const tg::ValueError*>(&e) != nullptr;
+    EXPECT_TRUE(right_kind) << "wrong error type: " << e.what();
+    for (const std::string& f : c.fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos)
+          << "'" << f << "' missing from: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, IndexOpsBadInput, ::testing::ValuesIn(bad_cases()),
+                         [](const ::testing::TestParamInfo<BadCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace

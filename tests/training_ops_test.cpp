@@ -1,0 +1,342 @@
+// The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
+// log_softmax): forward values against plain loops in double, kernel and formula agreeing on
+// every registry case, float32 accumulation, and a table of bad inputs.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "check/registry.h"
+#include "ops/ops.h"
+
+namespace {
+
+using tg::Dtype;
+using tg::Shape;
+using tg::Tensor;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) || std::isnan(want[i])) {
+      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+          << what << " at " << i << ": " << got[i] << " vs " << want[i];
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], rtol * std::max(1.0, std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+std::vector<double> map(const std::vector<double>& x, const std::function<double(double)>& f) {
+  std::vector<double> y(x.size());
+  std::transform(x.begin(), x.end(), y.begin(), f);
+  return y;
+}
+
+TEST(TrainingOps, ElementwiseMatchPlainLoops) {
+  tg::Rng rng(1);
+  const Tensor x = tg::randn({3, 7}, rng, Dtype::f64, 2.0);
+  const Tensor p = tg::uniform({3, 7}, rng, 0.01, 5.0);
+  const auto xv = x.to_vector(), pv = p.to_vector();
+  expect_close(tg::exp(x).to_vector(), map(xv, [](double v) { return std::exp(v); }), 1e-15, "exp");
+  expect_close(tg::log(p).to_vector(), map(pv, [](double v) { return std::log(v); }), 1e-15, "log");
+  expect_close(tg::tanh(x).to_vector(), map(xv, [](double v) { return std::tanh(v); }), 1e-15,
+               "tanh");
+  expect_close(tg::sqrt(p).to_vector(), map(pv, [](double v) { return std::sqrt(v); }), 1e-15,
+               "sqrt");
+  expect_close(tg::rsqrt(p).to_vector(), map(pv, [](double v) { return 1 / std::sqrt(v); }), 1e-15,
+               "rsqrt");
+  expect_close(tg::relu(x).to_vector(), map(xv, [](double v) { return v > 0 ? v : 0.0; }), 0,
+               "relu");
+  expect_close(tg::erf(x).to_vector(), map(xv, [](double v) { return std::erf(v); }), 1e-15, "erf");
+}
+
+TEST(TrainingOps, ElementwiseEdgeValues) {
+  const Tensor x = tg::from_vector({-kInf, -1000, -750, 0, 750, kInf, NAN}, {7});
+  expect_close(tg::exp(x).to_vector(), {0, 0, std::exp(-750.0), 1, kInf, kInf, NAN}, 1e-15, "exp");
+  EXPECT_EQ(tg::exp(tg::from_vector({-kInf}, {1}, Dtype::f32)).item(), 0.0);
+  expect_close(tg::log(tg::from_vector({0, -1, kInf, 1}, {4})).to_vector(), {-kInf, NAN, kInf, 0},
+               0, "log");
+  expect_close(tg::relu(tg::from_vector({NAN, -kInf, kInf, -0.0}, {4})).to_vector(),
+               {NAN, 0, kInf, 0}, 0, "relu");
+  expect_close(tg::tanh(tg::from_vector({-kInf, 40, kInf}, {3})).to_vector(), {-1, 1, 1}, 0,
+               "tanh");
+  expect_close(tg::rsqrt(tg::from_vector({0, kInf, 4}, {3})).to_vector(), {kInf, 0, 0.5}, 0,
+               "rsqrt");
+}
+
+TEST(TrainingOps, DivBroadcastsLikeLoops) {
+  tg::Rng rng(2);
+  const Tensor a = tg::randn({2, 3, 4}, rng), b = tg::uniform({3, 1}, rng, 0.5, 2.0);
+  const auto av = a.to_vector(), bv = b.to_vector();
+  std::vector<double> want(av.size());
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) want[(i * 3 + j) * 4 + k] = av[(i * 3 + j) * 4 + k] / bv[j];
+  expect_close(tg::div(a, b).to_vector(), want, 1e-15, "div");
+  const std::vector<double> inv = tg::div(tg::scalar(1.0), b).to_vector();
+  for (int j = 0; j < 3; ++j) EXPECT_DOUBLE_EQ(inv[j], 1.0 / bv[j]);
+}
+
+TEST(TrainingOps, GeluBothModesMatchDefinitions) {
+  tg::Rng rng(3);
+  const Tensor x = tg::randn({4, 5}, rng, Dtype::f64, 3.0);
+  const auto xv = x.to_vector();
+  const double pi = std::acos(-1.0);
+  expect_close(tg::gelu(x).to_vector(),
+               map(xv, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }),
+               1e-15, "gelu none");
+  expect_close(tg::gelu(x, tg::GeluApproximate::tanh).to_vector(),
+               map(xv,
+                   [pi](double v) {
+                     return 0.5 * v *
+                            (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715 * v * v * v)));
+                   }),
+               1e-14, "gelu tanh");
+  // Phi(1) = 0.8413447460685429; the tanh form differs from it in the fourth digit.
+  EXPECT_NEAR(tg::gelu(tg::scalar(1.0)).item(), 0.8413447460685429, 1e-15);
+  EXPECT_NEAR(tg::gelu(tg::scalar(1.0), tg::GeluApproximate::tanh).item(), 0.8411919906082768,
+              1e-15);
+}
+
+TEST(TrainingOps, MeanMatchesLoops) {
+  tg::Rng rng(4);
+  const Tensor x = tg::randn({2, 3, 4}, rng);
+  const auto v = x.to_vector();
+  double all = 0;
+  for (double e : v) all += e;
+  EXPECT_NEAR(tg::mean(x).item(), all / 24, 1e-15);
+  const Tensor m1 = tg::mean(x, 1, true);
+  ASSERT_EQ(m1.shape(), (Shape{2, 1, 4}));
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      double s = 0;
+      for (int j = 0; j < 3; ++j) s += v[(i * 3 + j) * 4 + k];
+      EXPECT_NEAR(m1.at({i, 0, k}), s / 3, 1e-15);
+    }
+  EXPECT_EQ(tg::mean(x, -1).shape(), (Shape{2, 3}));
+  EXPECT_TRUE(std::isnan(tg::mean(tg::zeros({0, 3})).item()));
+  EXPECT_TRUE(std::isnan(tg::mean(tg::zeros({0, 3}), 0).at({1})));
+}
+
+// Biased variance, the textbook way, in double.
+std::vector<double> layer_norm_ref(const std::vector<double>& x, int64_t C,
+                                   const std::vector<double>& w, const std::vector<double>& b,
+                                   double eps) {
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r < x.size() / C; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mu += x[r * C + c] / C;
+    for (int64_t c = 0; c < C; ++c) var += (x[r * C + c] - mu) * (x[r * C + c] - mu) / C;
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = (x[r * C + c] - mu) / std::sqrt(var + eps) * (w.empty() ? 1 : w[c]) +
+                     (b.empty() ? 0 : b[c]);
+  }
+  return y;
+}
+
+TEST(TrainingOps, LayerNormMatchesBiasedVarianceFormula) {
+  tg::Rng rng(5);
+  const Tensor x = tg::randn({2, 3, 6}, rng, Dtype::f64, 2.0), w = tg::randn({6}, rng),
+               b = tg::randn({6}, rng);
+  const auto xv = x.to_vector();
+  expect_close(tg::layer_norm(x, w, b).to_vector(),
+               layer_norm_ref(xv, 6, w.to_vector(), b.to_vector(), 1e-5), 1e-14, "affine");
+  expect_close(tg::layer_norm(x, Tensor(), Tensor(), 0.5).to_vector(),
+               layer_norm_ref(xv, 6, {}, {}, 0.5), 1e-14, "plain eps 0.5");
+  // A constant row: var = 0, so the output is the bias.
+  expect_close(tg::layer_norm(tg::full({1, 6}, 3.0), w, b).to_vector(), b.to_vector(), 0,
+               "constant");
+}
+
+TEST(TrainingOps, LogSoftmaxMatchesLoopsAndMasks) {
+  const Tensor x = tg::from_vector({1, 2, -kInf, 0.5,            //
+                                    -kInf, -kInf, -kInf, -kInf,  // fully masked
+                                    1e4, 1e4 - 1, -1e4, 3},
+                                   {3, 4});
+  const auto v = x.to_vector();
+  std::vector<double> want(12);
+  for (int r = 0; r < 3; ++r) {
+    double mx = -kInf, s = 0;
+    for (int j = 0; j < 4; ++j) mx = std::max(mx, v[r * 4 + j]);
+    for (int j = 0; j < 4; ++j) s += v[r * 4 + j] == -kInf ? 0 : std::exp(v[r * 4 + j] - mx);
+    for (int j = 0; j < 4; ++j)
+      want[r * 4 + j] = mx == -kInf ? -kInf : v[r * 4 + j] - mx - std::log(s);
+  }
+  const Tensor y = tg::log_softmax(x);
+  expect_close(y.to_vector(), want, 1e-15, "log_softmax");
+  EXPECT_EQ(y.at({0, 2}), -kInf);
+  EXPECT_EQ(y.at({1, 0}), -kInf);
+  // The masked row gets zero gradient, through the kernel and through the formula.
+  for (bool create_graph : {false, true}) {
+    const Tensor xr = x.clone().set_requires_grad();
+    const Tensor dy = tg::from_vector({1, -2, 3, 0.5, 4, 5, -6, 7, 0.1, 0.2, 0.3, 0.4}, {3, 4});
+    const auto g = tg::grad({tg::log_softmax(xr)}, {xr}, {dy}, create_graph)[0].to_vector();
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(g[4 + j], 0.0) << "create_graph " << create_graph;
+    for (double e : g) EXPECT_TRUE(std::isfinite(e));
+  }
+}
+
+// Gradients of `outputs` weighted by fixed random grad_outputs: kernels (create_graph false) or
+// formulas (create_graph true).
+std::vector<Tensor> grads_of(const tg::OpCase& c, bool create_graph) {
+  std::vector<Tensor> xs;
+  for (const Tensor& x : c.inputs) xs.push_back(x.clone().set_requires_grad());
+  const std::vector<Tensor> ys = c.fn(xs);
+  std::vector<Tensor> ws;
+  tg::Rng rng(7);
+  for (const Tensor& y : ys) ws.push_back(tg::randn(y.shape(), rng));
+  return tg::grad(ys, xs, ws, create_graph);
+}
+
+// Largest |a - b| / max(1, max |b|) over all entries.
+double max_rel_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto av = a[i].to_vector(), bv = b[i].to_vector();
+    double scale = 1;
+    for (double v : bv) scale = std::max(scale, std::fabs(v));
+    for (std::size_t k = 0; k < av.size(); ++k)
+      worst = std::max(worst, std::fabs(av[k] - bv[k]) / scale);
+  }
+  return worst;
+}
+
+const std::set<std::string> kTrainingOps = {"div",  "exp",   "log",        "tanh",
+                                            "sqrt", "rsqrt", "relu",       "gelu",
+                                            "erf",  "mean",  "layer_norm", "log_softmax"};
+
+TEST(TrainingOps, KernelsAgreeWithFormulasOnEveryCase) {
+  int cases = 0;
+  for (const tg::OpCase& c : tg::op_cases()) {
+    if (!kTrainingOps.count(c.op)) continue;
+    SCOPED_TRACE(c.name + " on " + c.shapes());
+    ++cases;
+    EXPECT_LE(max_rel_diff(grads_of(c, false), grads_of(c, true)), 1e-12);
+  }
+  EXPECT_GE(cases, 80);
+}
+
+TEST(TrainingOps, KernelAgreementCheckCanFail) {
+  // Negative control: the two gelu modes differ by about 1e-3, which the comparison must see.
+  tg::OpCase none, approx;
+  tg::Rng rng(8);
+  none.inputs = approx.inputs = {tg::randn({3, 4}, rng)};
+  none.fn = [](const std::vector<Tensor>& x) { return std::vector<Tensor>{tg::gelu(x[0])}; };
+  approx.fn = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{tg::gelu(x[0], tg::GeluApproximate::tanh)};
+  };
+  EXPECT_GT(max_rel_diff(grads_of(none, false), grads_of(approx, true)), 1e-5);
+}
+
+TEST(TrainingOps, LayerNormKernelHandlesEachMissingAffine) {
+  tg::Rng rng(9);
+  const Tensor x = tg::randn({3, 5}, rng), w = tg::randn({5}, rng), b = tg::randn({5}, rng);
+  for (int mask = 0; mask < 4; ++mask) {
+    SCOPED_TRACE("weight " + std::to_string(mask & 1) + " bias " + std::to_string(mask >> 1));
+    tg::OpCase c;
+    c.inputs = {x, w, b};
+    c.fn = [mask](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{
+          tg::layer_norm(in[0], mask & 1 ? in[1] : Tensor(), mask & 2 ? in[2] : Tensor())};
+    };
+    const auto k = grads_of(c, false), f = grads_of(c, true);
+    EXPECT_LE(max_rel_diff(k, f), 1e-12);
+    // A weight or bias the op did not use gets zeros.
+    if (!(mask & 1)) {
+      EXPECT_EQ(tg::sum_of_squares(k[1]).item(), 0.0);
+    }
+    if (!(mask & 2)) {
+      EXPECT_EQ(tg::sum_of_squares(k[2]).item(), 0.0);
+    }
+  }
+}
+
+TEST(TrainingOps, Float32MeanOfManyOnesIsExact) {
+  const Tensor ones = tg::ones({20000000}, Dtype::f32);
+  EXPECT_EQ(tg::mean(ones).item(), 1.0);
+  EXPECT_EQ(tg::mean(tg::ones({10000000, 2}, Dtype::f32), 0).at({1}), 1.0);
+  const Tensor tenths = tg::full({20000000}, 0.1, Dtype::f32);
+  EXPECT_NEAR(tg::mean(tenths).item(), double(0.1f), 1e-9);
+}
+
+TEST(TrainingOps, Float32LayerNormOfOffsetRowsIsAccurate) {
+  // Rows around 1e4 with unit spread: a float32 one-pass variance would lose every digit.
+  tg::Rng rng(10);
+  const Tensor x64 = tg::add(tg::randn({4, 256}, rng), tg::scalar(1e4));
+  const Tensor x32 = x64.to(Dtype::f32);
+  const auto want = tg::layer_norm(x32.to(Dtype::f64), Tensor(), Tensor()).to_vector();
+  expect_close(tg::layer_norm(x32, Tensor(), Tensor()).to_vector(), want, 1e-5, "float32");
+}
+
+struct BadInput {
+  const char* name;
+  std::function<void()> call;
+  enum Kind { shape, value } kind;
+  const char* fragment;
+};
+
+TEST(TrainingOps, BadInputsThrowNamingTheOp) {
+  const Tensor a = tg::zeros({2, 3}), a32 = tg::zeros({2, 3}, Dtype::f32);
+  const Tensor idx = tg::from_indices({0, 1, 2}, {3});
+  const BadInput rows[] = {
+      {"div dtypes", [&] { tg::div(a, a32); }, BadInput::value, "div: dtypes differ"},
+      {"div broadcast", [&] { tg::div(a, tg::ones({4})); }, BadInput::shape,
+       "div: shapes do not broadcast: (2, 3) and (4,)"},
+      {"div int64", [&] { tg::div(idx, idx); }, BadInput::value, "div: needs a float32 or float64"},
+      {"exp int64", [&] { tg::exp(idx); }, BadInput::value,
+       "exp: needs a float32 or float64 tensor, got int64"},
+      {"log undefined", [&] { tg::log(Tensor()); }, BadInput::value, "log: input is an undefined"},
+      {"gelu int64", [&] { tg::gelu(idx); }, BadInput::value, "gelu: needs a float32"},
+      {"relu int64", [&] { tg::relu(idx); }, BadInput::value, "relu: needs a float32"},
+      {"rsqrt int64", [&] { tg::rsqrt(idx); }, BadInput::value, "rsqrt: needs a float32"},
+      {"mean axis 2", [&] { tg::mean(a, 2); }, BadInput::shape,
+       "mean: axis 2 is out of range for shape (2, 3)"},
+      {"mean axis -3", [&] { tg::mean(a, -3, true); }, BadInput::shape, "mean: axis -3"},
+      {"mean int64", [&] { tg::mean(idx); }, BadInput::value, "mean: needs a float32"},
+      {"layer_norm weight shape", [&] { tg::layer_norm(a, tg::ones({2}), Tensor()); },
+       BadInput::shape, "layer_norm: weight (2,) must be (C,) = (3,) for input (2, 3)"},
+      {"layer_norm bias shape",
+       [&] {
+         tg::layer_norm(a, Tensor(), tg::ones({1, 3}));
+       },
+       BadInput::shape, "layer_norm: bias (1, 3)"},
+      {"layer_norm weight dtype", [&] { tg::layer_norm(a, tg::ones({3}, Dtype::f32), Tensor()); },
+       BadInput::value, "layer_norm: weight (3,) float32 and input (2, 3) float64: dtypes differ"},
+      {"layer_norm eps", [&] { tg::layer_norm(a, Tensor(), Tensor(), -1.0); }, BadInput::value,
+       "layer_norm: eps must be >= 0"},
+      {"layer_norm rank 0", [&] { tg::layer_norm(tg::scalar(1.0), Tensor(), Tensor()); },
+       BadInput::shape, "layer_norm: needs rank 1"},
+      {"layer_norm int64", [&] { tg::layer_norm(idx, Tensor(), Tensor()); }, BadInput::value,
+       "layer_norm: needs a float32"},
+      {"log_softmax rank 0", [&] { tg::log_softmax(tg::scalar(1.0)); }, BadInput::shape,
+       "log_softmax: needs rank 1"},
+      {"log_softmax int64", [&] { tg::log_softmax(idx); }, BadInput::value,
+       "log_softmax: needs a float32"},
+  };
+  for (const BadInput& row : rows) {
+    SCOPED_TRACE(row.name);
+    try {
+      row.call();
+      ADD_FAILURE() << "no error thrown";
+    } catch (const tg::ShapeError& e) {
+      EXPECT_EQ(row.kind, BadInput::shape) << e.what();
+      EXPECT_NE(std::string(e.what()).find(row.fragment), std::string::npos) << e.what();
+    } catch (const tg::ValueError& e) {
+      EXPECT_EQ(row.kind, BadInput::value) << e.what();
+      EXPECT_NE(std::string(e.what()).find(row.fragment), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,85 @@
+#include "tools/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "autograd/error.h"
+
+namespace tg {
+
+MetricsRow::MetricsRow()
+    : val_loss(std::numeric_limits<double>::quiet_NaN()),
+      accuracy(std::numeric_limits<double>::quiet_NaN()) {}
+
+const char* const kMetricsHeader = "step,lr,loss,grad_norm,val_loss,accuracy,tokens_per_s,elapsed_s";
+
+namespace {
+
+std::string cell(double v) {
+  if (std::isnan(v)) return "";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// One cell of a row: a number, or NaN for an empty cell where `empty_ok`.
+double parse_cell(const std::string& s, bool empty_ok, const std::string& where) {
+  if (s.empty()) {
+    if (empty_ok) return std::numeric_limits<double>::quiet_NaN();
+    throw IoError(where + ": an empty cell where a number belongs");
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || std::isnan(v))
+    throw IoError(where + ": '" + s + "' is not a number");
+  return v;
+}
+
+}  // namespace
+
+std::string metrics_csv(const std::vector<MetricsRow>& rows) {
+  std::string out = std::string(kMetricsHeader) + "\n";
+  for (const MetricsRow& r : rows) {
+    out += std::to_string(r.step) + "," + cell(r.lr) + "," + cell(r.loss) + "," +
+           cell(r.grad_norm) + "," + cell(r.val_loss) + "," + cell(r.accuracy) + "," +
+           cell(r.tokens_per_s) + "," + cell(r.elapsed_s) + "\n";
+  }
+  return out;
+}
+
+std::vector<MetricsRow> parse_metrics_csv(const std::string& text, const std::string& file) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kMetricsHeader)
+    throw IoError(file + ": the first line is not the header " + kMetricsHeader);
+  std::vector<MetricsRow> rows;
+  for (int line_no = 2; std::getline(in, line); ++line_no) {
+    const std::string where = file + " line " + std::to_string(line_no);
+    std::vector<std::string> cells;
+    std::string c;
+    std::istringstream fields(line);
+    while (std::getline(fields, c, ',')) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    if (cells.size() != 8)
+      throw IoError(where + ": " + std::to_string(cells.size()) + " cells, the header has 8");
+    MetricsRow r;
+    const double step = parse_cell(cells[0], false, where);
+    if (step != static_cast<double>(rows.size()))
+      throw IoError(where + ": step " + cells[0] + ", expected " + std::to_string(rows.size()));
+    r.step = static_cast<int64_t>(step);
+    r.lr = parse_cell(cells[1], false, where);
+    r.loss = parse_cell(cells[2], false, where);
+    r.grad_norm = parse_cell(cells[3], false, where);
+    r.val_loss = parse_cell(cells[4], true, where);
+    r.accuracy = parse_cell(cells[5], true, where);
+    r.tokens_per_s = parse_cell(cells[6], true, where);
+    r.elapsed_s = parse_cell(cells[7], true, where);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace tg

@@ -1,0 +1,37 @@
+#pragma once
+// The rows of metrics.csv (one per update) and the loss.svg plot drawn from them.
+//   step,lr,loss,grad_norm,val_loss,accuracy,tokens_per_s,elapsed_s
+// Numbers are written with 17 significant digits (%.17g), which read back to the same double,
+// so the rows a resumed run carries over are rewritten byte for byte; a value that does not
+// apply (no evaluation before that update, no accuracy outside the induction task) is NaN in
+// memory and an empty cell in the file.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tg {
+
+struct MetricsRow {
+  int64_t step = 0;
+  double lr = 0, loss = 0, grad_norm = 0;
+  double val_loss, accuracy;  // NaN: not evaluated / not applicable
+  double tokens_per_s = 0, elapsed_s = 0;
+  MetricsRow();
+};
+
+/// The header line, without the newline.
+extern const char* const kMetricsHeader;
+
+/// The whole file: header and rows. Never throws.
+std::string metrics_csv(const std::vector<MetricsRow>& rows);
+
+/// Parses a metrics.csv written by metrics_csv; throws IoError naming `file` and the line when
+/// the header or a row is malformed.
+std::vector<MetricsRow> parse_metrics_csv(const std::string& text, const std::string& file);
+
+/// An SVG line plot of the training loss (every row) and the validation loss (the rows that have
+/// one) against step, with axes, ticks, labels, a legend and `title`. Never throws.
+std::string loss_svg(const std::vector<MetricsRow>& rows, const std::string& title);
+
+}  // namespace tg

@@ -1,0 +1,31 @@
+#pragma once
+// The flags of `tapegrad train` beyond what CLI11 checks one by one: which go together, their
+// ranges, and how --resume fills in the flags the user did not repeat from the checkpoint.
+
+#include <map>
+#include <string>
+
+#include "nn/gpt.h"
+#include "tools/train_cmd.h"
+
+namespace tg {
+
+/// Checks the flags as given: one data source, --vocab where needed, known names, ranges, flags
+/// of the other optimizer. Throws UsageError; IoError when --out is an existing file.
+void check_train_flags(const TrainArgs& args);
+
+/// --resume: the model flags become the checkpoint's config (an explicitly given one that
+/// differs is a UsageError naming both), and the run flags not given (lr, steps, seed, ...) the
+/// checkpoint's `tapegrad.args`. Throws UsageError (a given flag that contradicts the checkpoint,
+/// another data source than the run's), IoError naming `file` (malformed metadata).
+void apply_checkpoint_flags(TrainArgs& args, const nn::GPTConfig& config,
+                            const std::map<std::string, std::string>& metadata,
+                            const std::string& file);
+
+/// The run flags (not the model's, not the data source) as JSON, for the train state.
+std::string run_args_json(const TrainArgs& args);
+
+/// The GPT config of the model flags, with vocab_size `vocab`. Never throws.
+nn::GPTConfig model_config(const TrainArgs& args, int64_t vocab);
+
+}  // namespace tg

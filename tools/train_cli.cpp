@@ -1,0 +1,131 @@
+#include "tools/train_cli.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace tg {
+
+namespace {
+
+// Plain range texts: CLI11's own ones print 300-digit bounds.
+CLI::Validator int_at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) {
+        try {
+          std::size_t used = 0;
+          if (std::stoll(v, &used) >= lo && used == v.size()) return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be an integer >= " + std::to_string(lo) + ", got '" + v + "'";
+      },
+      "INT >= " + std::to_string(lo));
+}
+
+// A finite number >= lo; below `hi` too when hi is finite (a half-open range [lo, hi)).
+CLI::Validator real_in(double lo, double hi = std::numeric_limits<double>::infinity()) {
+  const std::string range = std::isinf(hi) ? ">= " + CLI::detail::to_string(lo)
+                                           : "in [" + CLI::detail::to_string(lo) + ", " +
+                                                 CLI::detail::to_string(hi) + ")";
+  return CLI::Validator(
+      [lo, hi, range](std::string& v) {
+        try {
+          std::size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (std::isfinite(x) && x >= lo && (std::isinf(hi) || x < hi) && used == v.size())
+            return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be a number " + range + ", got '" + v + "'";
+      },
+      "NUMBER " + range);
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:,+@%") == std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  auto* t = app.add_subcommand("train", "Train a GPT (nanoGPT's recipe) on text, the induction "
+                                        "task or fixed batches");
+  t->add_option("--text", a.text, "Char-level text file (its characters are the vocabulary)");
+  t->add_option("--task", a.task, "A built-in task: induction")->check(CLI::IsMember({"induction"}));
+  t->add_option("--batches", a.batches, "Fixed batches: int64/int32 .npy of shape (N, B, T + 1)");
+  t->add_option("--out", a.out, "Folder for model.safetensors, train_state.safetensors, "
+                                "metrics.csv and loss.svg")->required();
+  t->add_option("--layers", a.layers, "Transformer blocks")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--heads", a.heads, "Attention heads (divides --embd)")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--embd", a.embd, "Embedding width")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--block", a.block, "Context length T")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--vocab", a.vocab, "Vocabulary size (required with --task and --batches)")
+      ->check(int_at_least(1));
+  t->add_flag("--no-bias", a.no_bias, "No biases in Linear and LayerNorm");
+  t->add_option("--gelu", a.gelu, "tanh (GPT-2) or erf")->check(CLI::IsMember({"tanh", "erf"}))->capture_default_str();
+  t->add_flag("--attention-only", a.attention_only, "Blocks without the MLP");
+  t->add_option("--dropout", a.dropout, "Dropout probability")->check(real_in(0, 1))->capture_default_str();
+  t->add_option("--dtype", a.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  t->add_option("--init", a.init, "Start from the weights of a .safetensors file");
+  t->add_option("--resume", a.resume, "Continue the run saved in this folder");
+  t->add_option("--seed", a.seed, "Seed of the initial weights, the batches and dropout")->capture_default_str();
+  t->add_option("--batch", a.batch, "Sequences per update B")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--steps", a.steps, "Number of updates")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--optimizer", a.optimizer, "adamw or sgd")
+      ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
+  t->add_option("--lr", a.lr, "Peak learning rate")->check(real_in(0))->capture_default_str();
+  t->add_option("--lr-min", a.lr_min, "Learning rate at the last update (cosine decay)")
+      ->check(real_in(0))->capture_default_str();
+  t->add_option("--warmup", a.warmup, "Linear warmup updates")->check(int_at_least(0))->capture_default_str();
+  t->add_option("--beta1", a.beta1, "AdamW beta1")->check(real_in(0, 1))->capture_default_str();
+  t->add_option("--beta2", a.beta2, "AdamW beta2")->check(real_in(0, 1))->capture_default_str();
+  t->add_option("--eps", a.eps, "AdamW eps")->check(real_in(0))->capture_default_str();
+  t->add_option("--weight-decay", a.weight_decay, "Decoupled weight decay of matrices (0 = off)")
+      ->check(real_in(0))->capture_default_str();
+  t->add_option("--momentum", a.momentum, "SGD momentum")->check(real_in(0))->capture_default_str();
+  t->add_option("--grad-clip", a.grad_clip, "Clip the gradient norm to this (0 = off)")
+      ->check(real_in(0))->capture_default_str();
+  t->add_option("--eval-every", a.eval_every, "Evaluate (and save) every N updates (0 = off)")
+      ->check(int_at_least(0))->capture_default_str();
+  t->add_option("--eval-batches", a.eval_batches, "Batches per evaluation")
+      ->check(int_at_least(1))->capture_default_str();
+  t->add_option("--threads", a.threads, "Threads for the kernels")->check(int_at_least(1));
+  return t;
+}
+
+void finish_train_args(const CLI::App& train, TrainArgs& a, int argc, char** argv) {
+  for (const CLI::Option* o : train.get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) a.given.insert(o->get_lnames().front());
+  std::string cmd = "tapegrad";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--resume") {
+      ++i;  // and its value
+      continue;
+    }
+    if (arg.rfind("--resume=", 0) == 0) continue;
+    cmd += " " + shell_quote(arg);
+  }
+  a.command_line = cmd;
+}
+
+CLI::App* add_sample_command(CLI::App& app, SampleArgs& a) {
+  auto* s = app.add_subcommand("sample", "Generate text from a model trained with --text");
+  s->add_option("--ckpt", a.ckpt, "Folder with model.safetensors")->required();
+  s->add_option("--prompt", a.prompt, "Text to continue (default: the vocabulary's first "
+                                      "character, which prints first)");
+  s->add_option("--tokens", a.tokens, "Characters to generate")->check(int_at_least(0))->capture_default_str();
+  s->add_option("--temperature", a.temperature, "Softmax temperature (0 = greedy)")
+      ->check(real_in(0))->capture_default_str();
+  s->add_option("--top-k", a.top_k, "Draw from the K most likely characters only")
+      ->check(int_at_least(1));
+  s->add_option("--seed", a.seed, "Seed of the draws")->capture_default_str();
+  return s;
+}
+
+}  // namespace tg

@@ -1,0 +1,20 @@
+#pragma once
+// The CLI11 flags of `tapegrad train` and `tapegrad sample`, kept beside their commands so that
+// main.cpp only adds the subcommands and dispatches.
+
+#include <CLI/CLI.hpp>
+
+#include "tools/train_cmd.h"
+
+namespace tg {
+
+/// Adds `train` to app, its flags parsed into args (defaults as DESIGN.md's usage block).
+CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
+/// After parsing: records which flags were given and the command line (without --resume) for
+/// the hint printed after Ctrl-C. Never throws.
+void finish_train_args(const CLI::App& train, TrainArgs& args, int argc, char** argv);
+
+/// Adds `sample` to app, its flags parsed into args.
+CLI::App* add_sample_command(CLI::App& app, SampleArgs& args);
+
+}  // namespace tg

@@ -1,0 +1,75 @@
+#pragma once
+// The three data sources of `tapegrad train` behind one face: char-level text (--text), the
+// induction task (--task induction) and fixed batches (--batches). Training batches come in
+// order from a generator whose state, with the number of batches drawn, is what a checkpoint
+// saves. Evaluation draws its batches from a fresh generator each time (the same batches at every
+// evaluation, so the validation curve is not noise from changing batches, and the training stream
+// is never disturbed by it).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/batches.h"
+#include "data/text.h"
+#include "nn/gpt.h"
+
+namespace tg {
+
+struct EvalResult {
+  double val_loss = 0;  // mean loss over every target of the evaluation batches
+  std::optional<double> accuracy;  // the induction task's argmax accuracy on predictable targets
+};
+
+class TrainData {
+ public:
+  enum class Kind { text, induction, batches };
+
+  /// --text: the whole file; the vocabulary is the text's, or `vocab` (a resumed model's). Throws
+  /// IoError (unreadable file), ValueError (empty text, a character outside `vocab`, a split
+  /// shorter than T + 1 tokens: the validation split only when `need_val`).
+  static TrainData text(const std::string& path, const std::optional<std::string>& vocab,
+                        int64_t B, int64_t T, bool need_val, uint64_t seed);
+  /// --task induction with V tokens; throws ValueError when V < ceil((T + 1) / 2).
+  static TrainData induction(int64_t B, int64_t T, int64_t V, uint64_t seed);
+  /// --batches: B and T come from the file (N, B, T + 1); throws IoError / ValueError (see
+  /// FixedBatches) and ValueError when T exceeds block_size.
+  static TrainData batches(const std::string& path, int64_t V, int64_t block_size, uint64_t seed);
+
+  Kind kind() const { return kind_; }
+  /// "text", "induction" or "batches", as the train state records it.
+  const char* kind_name() const;
+  int64_t batch_size() const { return B_; }
+  int64_t block_size() const { return T_; }
+  /// The text's vocabulary (text data only).
+  const std::optional<std::string>& vocab() const { return vocab_; }
+
+  /// The next training batch; advances position().
+  data::Batch next();
+  /// Loss (and accuracy for the induction task) of the model over n batches, in eval mode,
+  /// under NoGradGuard; the model is put back in training mode. For --batches there is no
+  /// held-out split: the first n batches of the file (mod N) are used.
+  EvalResult evaluate(nn::GPT& model, int64_t n) const;
+
+  /// The number of training batches drawn so far.
+  int64_t position() const { return position_; }
+  Rng& rng() { return rng_; }
+  /// Sets the position (after the generator's state was restored); throws ValueError when
+  /// negative.
+  void set_position(int64_t position);
+
+ private:
+  TrainData(Kind kind, int64_t B, int64_t T, uint64_t seed);
+
+  Kind kind_;
+  int64_t B_, T_, V_ = 0;
+  uint64_t seed_;
+  Rng rng_;
+  int64_t position_ = 0;
+  std::optional<std::string> vocab_;
+  std::shared_ptr<data::TextData> text_;
+  std::shared_ptr<data::FixedBatches> fixed_;
+};
+
+}  // namespace tg
