@@ -83,7 +83,8 @@ struct Compare {
     max_an = std::max(max_an, std::fabs(a));
     max_num = std::max(max_num, std::fabs(n));
     r.max_abs_error = std::max(r.max_abs_error, diff);
-    if (diff > 0) r.max_rel_error = std::max(r.max_rel_error, rel);
+    // Relative error means nothing where the true value is (near) zero: atol judges those.
+    if (diff > 0 && std::fabs(n) > o.atol) r.max_rel_error = std::max(r.max_rel_error, rel);
     if (!(ratio <= 1.0)) r.passed = false;  // NaN fails too
     if (ratio > worst_ratio || std::isnan(ratio)) {
       if (std::isnan(worst_ratio)) return;

@@ -42,7 +42,7 @@ struct GradcheckResult {
   bool deterministic = true;
   bool vacuous = false;  // both Jacobians (near) zero everywhere
   double max_abs_error = 0;
-  double max_rel_error = 0;  // |a - n| / max(|n|, tiny)
+  double max_rel_error = 0;  // |a - n| / |n| over the entries with |n| > atol
   int64_t entries = 0;       // Jacobian entries (or projections) compared
   // The worst entry: the largest |a - n| / (atol + rtol |n|). Element indices are flat
   // (row-major) and -1 in fast mode, where a projection stands for the whole input.

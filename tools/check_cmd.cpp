@@ -1,5 +1,6 @@
 // `tapegrad check`: gradcheck (and gradgradcheck where the case asks for it) of every op case in
-// the registry and of the attention models, as one table:
+// the registry (every op of the op list must have one), of the attention models and of a tiny
+// GPT, as one table:
 //
 //   op / case               shapes               check     max abs err  max rel err  result
 //   matmul/2d               (3, 4), (4, 2)       grad      1.2e-10      3.4e-09      PASS
@@ -10,11 +11,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "check/gradcheck.h"
 #include "check/registry.h"
+#include "nn/gpt.h"
+#include "ops/op_list.h"
 #include "tools/commands.h"
 
 namespace tg {
@@ -121,6 +125,40 @@ void add_model_rows(std::vector<Row>& rows) {
   }
 }
 
+// A tiny GPT (nanoGPT's architecture; vocab 5, block 4, 2 layers, 2 heads, width 4) in float64:
+// the loss's gradient in every parameter, for each MLP nonlinearity and for attention-only
+// blocks. Parameters are drawn wider than the init so every path carries signal.
+void add_gpt_rows(std::vector<Row>& rows) {
+  struct GptCase {
+    std::string name;
+    bool bias, attention_only;
+    nn::GeluKind gelu;
+  };
+  for (const GptCase& c : {GptCase{"gpt/tanh", true, false, nn::GeluKind::tanh},
+                           GptCase{"gpt/erf_no_bias", false, false, nn::GeluKind::erf},
+                           GptCase{"gpt/attention_only", true, true, nn::GeluKind::tanh}}) {
+    nn::GPTConfig config{.vocab_size = 5, .block_size = 4, .n_layer = 2, .n_head = 2,
+                         .n_embd = 4, .bias = c.bias, .gelu = c.gelu,
+                         .attention_only = c.attention_only, .dtype = Dtype::f64};
+    Rng rng(7);
+    auto model = std::make_shared<nn::GPT>(config, rng);
+    std::vector<std::string> names;
+    std::vector<Tensor> inputs;
+    for (const auto& [name, p] : model->named_parameters()) {
+      names.push_back(name);
+      inputs.push_back(randn(p.shape(), rng, Dtype::f64, 0.5));
+    }
+    const Tensor idx = from_indices({0, 3, 1, 4, 2, 2, 0, 1}, {2, 4});
+    const Tensor targets = from_indices({3, 1, 4, -1, 2, 0, 1, 3}, {2, 4});
+    const Function fn = [model, names, idx, targets](const std::vector<Tensor>& params) {
+      for (std::size_t i = 0; i < params.size(); ++i) model->set_parameter(names[i], params[i]);
+      return std::vector<Tensor>{model->loss(idx, targets)};
+    };
+    rows.push_back(run_one("model/" + c.name, std::to_string(inputs.size()) + " parameters",
+                           false, fn, inputs, {}));
+  }
+}
+
 // ---- the table --------------------------------------------------------------------------
 
 std::string sci(double v) {
@@ -153,12 +191,24 @@ void print_table(std::ostream& out, const std::vector<Row>& rows) {
 
 int run_check(std::ostream& out) {
   std::vector<Row> rows;
-  for (const OpCase& c : op_cases()) {
+  const std::vector<OpCase> cases = op_cases();
+  for (const OpCase& c : cases) {
     rows.push_back(run_one(c.name, c.shapes(), false, c.fn, c.inputs, c.options));
     if (c.second_order)
       rows.push_back(run_one(c.name, c.shapes(), true, c.fn, c.inputs, c.options));
   }
   add_model_rows(rows);
+  add_gpt_rows(rows);
+  // Every op of the op list must have cases: one without is a failure, not a silent gap.
+  for (const OpInfo& op : op_list()) {
+    if (std::none_of(cases.begin(), cases.end(), [&](const OpCase& c) { return c.op == op.name; })) {
+      Row row;
+      row.name = std::string(op.name) + "/*";
+      row.check = "cases";
+      row.message = "no registry case for this op";
+      rows.push_back(row);
+    }
+  }
 
   print_table(out, rows);
   int failed = 0;
