@@ -1,14 +1,29 @@
 #pragma once
-// tapegrad: reverse-mode automatic differentiation on Eigen. This header only includes the real
-// ones; include it, or just the pieces you use.
+// tapegrad: reverse-mode automatic differentiation on Eigen, and a GPT you can train with it.
+// This header only includes the real ones; include it, or just the pieces you use.
 
 #include "autograd/error.h"
 #include "autograd/grad_mode.h"
-#include "check/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/storage.h"
 #include "autograd/tensor.h"
 #include "ops/ops.h"
+#include "ops/op_list.h"
 #include "nn/attention.h"
-#include "check/checker.h"
+#include "nn/embedding.h"
+#include "nn/gpt.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "optim/optim.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
+#include "data/batches.h"
+#include "data/induction.h"
+#include "data/text.h"
+#include "data/tokenizer.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
+#include "check/checker.h"
+#include "check/gradcheck.h"
+#include "check/registry.h"
