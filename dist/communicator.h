@@ -14,6 +14,7 @@
 // and exit status. The program then ends on every rank the ordinary way (rank 0 prints the one
 // line, every rank returns the status, MPI is finalized), so there is no MPI_Abort banner and no
 // half-written file. A training loop calls it once per step (run_agreed() wraps a step).
+// (Open MPI's mpirun adds its own notice about the nonzero exit; `mpirun -q` leaves just the line.)
 // abort() is the last resort for an error in the middle of a sequence of collectives, where the
 // other ranks can no longer be met: it prints one line and MPI_Abort()s every rank.
 

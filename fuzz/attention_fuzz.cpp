@@ -10,8 +10,8 @@
 // The contract checked (DESIGN.md): run_attention either throws a tg::Error whose message is one
 // printable line and leaves no file in the out dir, or writes exactly the expected files, each a
 // readable .npy of the expected shape and dtype, finite, with causal weights whose rows sum to 1
-// and loss = 0.5 * sum(Y^2). Anything else (another exception type, a crash, a sanitizer report)
-// aborts.
+// and loss = 0.5 * sum(Y^2); either way no staging folder is left beside the out dir. Anything
+// else (another exception type, a crash, a sanitizer report) aborts.
 
 #include <unistd.h>
 
@@ -271,6 +271,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (!plan) bug("run_attention succeeded on inputs that should not parse");
     check_outputs(out, *plan, args.dtype);
   }
+  for (const std::string& name : files_in(g_root))  // the staging folder beside out is gone
+    if (name != "in" && name != "out") bug("run_attention left " + name + " beside the out dir");
   // Hand the cached buffers back to malloc: ASan then sees every free, and a long run's memory
   // does not grow with the many distinct sizes the fuzzer tries (the cache keeps up to 4 GB).
   tg::empty_cache();

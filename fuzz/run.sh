@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 secs="${1:-60}"
 build=build/fuzz
-targets=(npy_fuzz safetensors_fuzz attention_fuzz)
+targets=(npy_fuzz safetensors_fuzz attention_fuzz train_init_fuzz)
 
 # clang 19 (Debian 12's clang-19; see fuzz/clang.sh for why not the default clang 14).
 source fuzz/clang.sh
@@ -17,7 +17,7 @@ source fuzz/clang.sh
 mkdir -p "$build"
 if ! { CC="$TG_CC" CXX="$TG_CXX" cmake -S . -B "$build" -G Ninja \
          -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_BUILD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF \
-         -DTAPEGRAD_BUILD_TOOLS=OFF -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BLAS=OFF &&
+         -DTAPEGRAD_BUILD_TOOLS=OFF -DTAPEGRAD_NATIVE=OFF -DTAPEGRAD_BLAS=OFF -DTAPEGRAD_MPI=OFF &&
        cmake --build "$build" --target "${targets[@]}"; } >"$build/build.log" 2>&1; then
   cat "$build/build.log" >&2
   exit 1
@@ -46,7 +46,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/$t-tmp"
   log="$build/artifacts/$t.log"
   dict=fuzz/npy.dict  # the attention target's inputs are .npy files too
-  [ "$t" = safetensors_fuzz ] && dict=fuzz/safetensors.dict
+  [ "$t" = safetensors_fuzz ] || [ "$t" = train_init_fuzz ] && dict=fuzz/safetensors.dict
   rc=0
   TG_FUZZ_TMPDIR="$work/$t-tmp" "$build/fuzz/$t" "$corpus" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \

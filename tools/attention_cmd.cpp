@@ -144,8 +144,8 @@ std::vector<std::pair<std::string, Tensor>> compute(const AttentionArgs& args) {
 constexpr const char* kOutputNames[] = {"Y", "A", "loss", "dX", "dW_Q", "dW_K", "dW_V", "dW_O"};
 
 // One run's output files, written into a staging folder beside --out (the same file system, so
-// every move is a rename) and moved into --out by commit() once all of them are complete. Until
-// commit() succeeds --out is untouched; the destructor removes what is left of the staging.
+// every move is a rename) and moved into --out by commit() once all of them are complete. A
+// failure before or during commit() leaves --out as it was; the destructor removes the staging.
 class StagedOutput {
  public:
   /// Creates the missing parents of `out_dir` and the staging folder; throws IoError.
@@ -157,6 +157,10 @@ class StagedOutput {
       throw IoError(out_dir + ": cannot create the output folder" +
                     (ec ? ": " + ec.message() : ": a file of that name exists"));
     out_existed_ = fs::is_directory(out_, ec);
+    if (out_existed_) {
+      out_ = fs::canonical(out_, ec);  // through a symlink: stage beside the target
+      if (ec) throw IoError(out_dir + ": cannot resolve the output folder: " + ec.message());
+    }
     for (fs::path p = out_.parent_path(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
       made_parents_.push_back(p);  // deepest first: the order to remove them in
       if (p == p.parent_path()) break;
@@ -241,7 +245,8 @@ class StagedOutput {
         stage_ = p;
         return;
       }
-      if (ec) throw IoError(out_dir_ + ": cannot create a staging folder beside it: " + ec.message());
+      if (ec)
+        throw IoError(out_dir_ + ": cannot create a staging folder beside it: " + ec.message());
     }
     throw IoError(out_dir_ + ": cannot create a staging folder beside it");
   }

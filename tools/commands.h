@@ -11,7 +11,8 @@ namespace tg {
 struct AttentionArgs {
   std::string in_dir;
   std::string out_dir;
-  AttentionOptions options;  // heads, window, scale, rope, rope_base, need_weights
+  // heads, window, scale, rope, rope_base; need_weights as the command's default: A.npy written
+  AttentionOptions options{.need_weights = true};
   Dtype dtype = Dtype::f64;
 };
 

@@ -87,7 +87,7 @@ void check_train_flags(const TrainArgs& a) {
     need(!a.given.count("vocab"),
          "--vocab goes with --task or --batches; a --text model's vocabulary is the text's characters");
   else if (a.resume.empty())
-    need(a.vocab >= 1, std::string(a.task.empty() ? "--batches" : "--task") +
+    need(a.vocab >= 1, std::string(a.task.empty() ? "--batches" : "--task induction") +
                            " needs --vocab V (the number of token ids), got " +
                            (a.given.count("vocab") ? std::to_string(a.vocab) : "none"));
   if (a.resume.empty()) check_optimizer_flags(a);  // else once the checkpoint's optimizer is known

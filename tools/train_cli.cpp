@@ -55,6 +55,8 @@ std::string shell_quote(const std::string& s) {
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   auto* t = app.add_subcommand("train", "Train a GPT (nanoGPT's recipe) on text, the induction "
                                         "task or fixed batches");
+  // A flag given twice takes the last value, as Python's argparse (and nanoGPT's configurator).
+  t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   t->add_option("--text", a.text, "Char-level text file (its characters are the vocabulary)");
   t->add_option("--task", a.task, "A built-in task: induction")->check(CLI::IsMember({"induction"}));
   t->add_option("--batches", a.batches, "Fixed batches: int64/int32 .npy of shape (N, B, T + 1)");
@@ -116,6 +118,7 @@ void finish_train_args(const CLI::App& train, TrainArgs& a, int argc, char** arg
 
 CLI::App* add_sample_command(CLI::App& app, SampleArgs& a) {
   auto* s = app.add_subcommand("sample", "Generate text from a model trained with --text");
+  s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   s->add_option("--ckpt", a.ckpt, "Folder with model.safetensors")->required();
   s->add_option("--prompt", a.prompt, "Text to continue (default: the vocabulary's first "
                                       "character, which prints first)");
