@@ -33,8 +33,17 @@ std::unique_ptr<tg::nn::QKVAttention> make_layer(const Case& c, tg::Rng& rng, bo
                                                 tg::dtype_of<T>(), 1.0 / std::sqrt(double(c.D)));
 }
 
-void set_flops(benchmark::State& st, double flops) {
-  st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+// "FLOP/s" counts the dense attention products (the number to set beside PyTorch's composed
+// path); "useful FLOP/s" only what the causal mask leaves (the number to set beside the GEMM
+// peak, BM_Gemm_Peak). See flops.h.
+void set_flops(benchmark::State& st, const Case& c, bool backward) {
+  const auto rate = benchmark::Counter::kIsIterationInvariantRate;
+  st.counters["FLOP/s"] = benchmark::Counter(
+      backward ? attention_fwdbwd_flops(c.B, c.T, c.D) : attention_fwd_flops(c.B, c.T, c.D), rate);
+  st.counters["useful FLOP/s"] =
+      benchmark::Counter(backward ? tg::bench::attention_fwdbwd_useful_flops(c.B, c.T, c.D)
+                                  : tg::bench::attention_fwd_useful_flops(c.B, c.T, c.D),
+                         rate);
 }
 
 template <class T>
@@ -48,7 +57,7 @@ void BM_Attention_Fwd(benchmark::State& st) {
     const tg::Tensor Y = layer->forward(X).Y;
     benchmark::DoNotOptimize(Y.data<T>());
   }
-  set_flops(st, attention_fwd_flops(c.B, c.T, c.D));
+  set_flops(st, c, /*backward=*/false);
 }
 
 // Forward + backward of L = 0.5 * sum(Y^2) into every weight, fused or composed.
@@ -65,7 +74,7 @@ void fwd_bwd(benchmark::State& st, bool fused) {
     L.backward();
     benchmark::DoNotOptimize(params[0].grad().data<T>());
   }
-  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+  set_flops(st, c, /*backward=*/true);
 }
 
 template <class T>
@@ -85,7 +94,7 @@ void BM_AttentionBaseline_FwdBwd(benchmark::State& st) {
   const Case c = read_case(st);
   tg::bench::AttentionBaseline<T> baseline(c.B, c.T, c.D, c.H, 0);
   for (auto _ : st) benchmark::DoNotOptimize(baseline.run());
-  set_flops(st, attention_fwdbwd_flops(c.B, c.T, c.D));
+  set_flops(st, c, /*backward=*/true);
 }
 
 void sizes(benchmark::internal::Benchmark* b) {

@@ -1,13 +1,24 @@
 #pragma once
 // FLOP counts for the benchmarks' FLOP/s counters, all in one place. A multiply-add counts 2.
-// Attention counts dense score and weight matmuls (2 T^2 D each), as PyTorch's composed path
-// computes them, even though the fused op skips the masked half.
+// Attention has two counts:
+// - dense: the score and weight matmuls at full (T, T) size, 2 T^2 D each, as PyTorch's composed
+//   path computes them; it is the number to put beside PyTorch's ("FLOP/s").
+// - useful: only the entries the causal mask leaves, T (T + 1) / 2 of the T^2, which is all the
+//   fused op computes, and no gradient for X (the benchmarks' X is data); it is the number to
+//   hold against the machine's GEMM peak (BM_Gemm_Peak), so "percent of peak" means work that
+//   had to be done ("useful FLOP/s").
 
 #include <cstdint>
 
 namespace tg::bench {
 
-/// X (B, T, D) through W_Q, W_K, W_V, W_O (D, D): 4 projections, scores Q K^T and A V.
+/// (M, K) @ (K, N).
+inline double matmul_flops(int64_t M, int64_t K, int64_t N) { return 2.0 * M * K * N; }
+
+/// The share of a (T, T) score matrix a causal mask leaves: rows see 1, 2, ..., T keys.
+inline double causal_fraction(int64_t T) { return (T + 1.0) / (2.0 * T); }
+
+/// X (B, T, D) through W_Q, W_K, W_V, W_O (D, D): 4 projections, scores Q K^T and A V, dense.
 inline double attention_fwd_flops(int64_t B, int64_t T, int64_t D) {
   const double b = B, t = T, d = D;
   return 4 * 2 * b * t * d * d + 2 * 2 * b * t * t * d;
@@ -18,7 +29,36 @@ inline double attention_fwdbwd_flops(int64_t B, int64_t T, int64_t D) {
   return 3 * attention_fwd_flops(B, T, D);
 }
 
-/// (M, K) @ (K, N).
-inline double matmul_flops(int64_t M, int64_t K, int64_t N) { return 2.0 * M * K * N; }
+/// attention_fwd_flops with the score and weight products cut to the causal triangle.
+inline double attention_fwd_useful_flops(int64_t B, int64_t T, int64_t D) {
+  const double b = B, t = T, d = D;
+  return 4 * 2 * b * t * d * d + 2 * 2 * b * t * t * d * causal_fraction(T);
+}
+
+/// What a forward+backward into the weights must compute, X being data (no dX, as in the
+/// benchmarks): the forward; dW_Q, dW_K, dW_V (one product each), dW_O and d(A V) (two); and for
+/// the attention core dA = dY V^T, dV = A^T dY, dQ = dS K, dK = dS^T Q on the causal triangle.
+/// Lower than 3 x forward, which also counts dX.
+inline double attention_fwdbwd_useful_flops(int64_t B, int64_t T, int64_t D) {
+  const double b = B, t = T, d = D;
+  return (4 + 5) * 2 * b * t * d * d + (2 + 4) * 2 * b * t * t * d * causal_fraction(T);
+}
+
+/// nanoGPT's parameter count N for its FLOP estimate (get_num_params(non_embedding=True)):
+/// every parameter but the position embedding; wte counts, since it is also the output head.
+/// Per layer: ln_1, ln_2 (2C each), c_attn (3C^2 + 3C), attn.c_proj (C^2 + C), mlp.c_fc
+/// (4C^2 + 4C), mlp.c_proj (4C^2 + C); then ln_f (2C) and wte (V C). With biases.
+inline double gpt_params_nonembedding(int64_t V, int64_t L, int64_t C) {
+  const double c = C;
+  return L * (12 * c * c + 13 * c) + 2 * c + double(V) * c;
+}
+
+/// One training step's FLOPs per token, as nanoGPT's estimate_mfu (PaLM, appendix B):
+/// 6 N (forward 2 N, backward 4 N through the weights) plus 12 L C T for attention (scores and
+/// weights, forward and backward, at full T x T: the causal mask halves what is really needed).
+/// LayerNorm, gelu, softmax and the optimizer are not counted (O(N) or O(T C), not O(N T)).
+inline double gpt_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t T) {
+  return 6 * gpt_params_nonembedding(V, L, C) + 12.0 * L * C * T;
+}
 
 }  // namespace tg::bench

@@ -559,7 +559,7 @@ TEST(CliAttention, BadInputFailsCleanlyWithoutOutput) {
        1, {"/out", "cannot create the output folder"}},
       {"missing --out", {}, {"attention", "--in", "{in}"}, 2, {"--out"}},
       {"no subcommand", {}, {}, 2, {"subcommand"}},
-      {"unknown subcommand", {}, {"train"}, 2, {"train"}},
+      {"unknown subcommand", {}, {"frobnicate"}, 2, {"frobnicate"}},
   };
   const Config good{"good", {2, 5, 4}, 4, 4, true, opts(1)};
   for (const BadCase& c : cases) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "io/file_util.h"
 #include "io/safetensors.h"
 
 namespace tg::ckpt {
@@ -87,8 +88,10 @@ nn::GPTConfig parse_config(const std::string& text, const std::string& file) {
   return c;
 }
 
-ModelFile read_model(const std::string& path) {
-  SafeTensors st = read_safetensors(path);
+ModelFile read_model(const std::string& path) { return parse_model(detail::read_file(path), path); }
+
+ModelFile parse_model(std::string_view bytes, const std::string& path) {
+  SafeTensors st = parse_safetensors(bytes, path);
   ModelFile m;
   const auto config = st.metadata.find("tapegrad.config");
   if (config == st.metadata.end())

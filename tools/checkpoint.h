@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "nn/gpt.h"
 
@@ -35,6 +36,9 @@ struct ModelFile {
 /// Reads a model.safetensors that tapegrad wrote; throws IoError (unreadable, malformed, no
 /// tapegrad.config).
 ModelFile read_model(const std::string& path);
+/// The same from the file's bytes (read by one rank, broadcast to the others); `path` names
+/// the file in errors. Throws IoError (malformed, no tapegrad.config).
+ModelFile parse_model(std::string_view bytes, const std::string& path);
 
 /// Copies `tensors` into the model's parameters: floating tensors converted to the model's dtype,
 /// a tied lm_head.weight (nanoGPT's state_dict has one) skipped. Throws ValueError naming `file`

@@ -1,18 +1,45 @@
 // The `tapegrad` command-line program: demo, attention, check, train, sample.
 // Exit status: 0 success, 1 a failed check or a bad input file, 2 bad command-line usage.
+// Under mpirun (`mpirun -np N tapegrad train ...`) every rank runs this; rank 0 alone prints.
 
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "autograd/error.h"
+#include "dist/communicator.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
 #include "tools/train_cli.h"
 
+namespace {
+
+// The one line of an error on several ranks: rank 0 speaks for all; "rank R: " tells where the
+// failure came from when it was not rank 0 itself.
+int report(const tg::dist::RankError& e) {
+  std::cerr << "tapegrad: " << (e.rank() == 0 ? e.message() : std::string(e.what()))
+            << (e.status() == 2 ? " (see tapegrad --help)" : "") << "\n";
+  return e.status();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // MPI's communicator under mpirun, else one process (MPI is then never initialised).
+  std::unique_ptr<tg::dist::Communicator> comm;
+  try {
+    comm = tg::dist::make_communicator(&argc, &argv);
+  } catch (const tg::Error& e) {
+    std::cerr << "tapegrad: " << e.what() << "\n";
+    return 1;
+  }
+  // Every rank parses the same command line and meets the same usage errors: one rank prints.
+  std::ostream quiet(nullptr);
+  std::ostream& err = comm->rank() == 0 ? std::cerr : quiet;
+
   CLI::App app{"tapegrad: reverse-mode autodiff on Eigen, with causal self-attention checked "
                "against finite differences"};
   app.require_subcommand(0, 1);
@@ -76,14 +103,19 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
+    if (e.get_exit_code() == 0) return comm->rank() == 0 ? app.exit(e) : 0;  // --help
+    err << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
     return 2;
   }
 
   if (app.get_subcommands().empty()) {
-    std::cerr << "tapegrad: a subcommand is required: demo, attention, check, train or sample "
-                 "(see tapegrad --help)\n";
+    err << "tapegrad: a subcommand is required: demo, attention, check, train or sample "
+           "(see tapegrad --help)\n";
+    return 2;
+  }
+  if (comm->size() > 1 && !app.got_subcommand("train")) {
+    err << "tapegrad: only train runs on several ranks; start "
+        << app.get_subcommands().front()->get_name() << " without mpirun\n";
     return 2;
   }
   try {
@@ -91,7 +123,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("check")) return tg::run_check(std::cout);
     if (app.got_subcommand("train")) {
       tg::finish_train_args(*train, train_args, argc, argv);
-      return tg::run_train(train_args, std::cerr);
+      return tg::run_train(train_args, std::cerr, *comm);
     }
     if (app.got_subcommand("sample")) {
       tg::run_sample(sample_args, std::cout);
@@ -102,14 +134,16 @@ int main(int argc, char** argv) {
     args.dtype = dtype == "f32" ? tg::Dtype::f32 : tg::Dtype::f64;
     tg::run_attention(args);
     return 0;
+  } catch (const tg::dist::RankError& e) {  // agreed by every rank
+    return comm->rank() == 0 ? report(e) : e.status();
   } catch (const tg::UsageError& e) {  // flags that do not fit together
-    std::cerr << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
+    err << "tapegrad: " << e.what() << " (see tapegrad --help)\n";
     return 2;
-  } catch (const tg::Error& e) {
-    std::cerr << "tapegrad: " << e.what() << "\n";
+  } catch (const tg::Error& e) {  // with several ranks: thrown alike on every rank
+    err << "tapegrad: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "tapegrad: internal error: " << e.what() << "\n";
+    err << "tapegrad: internal error: " << e.what() << "\n";
     return 1;
   }
 }

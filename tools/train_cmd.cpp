@@ -10,6 +10,13 @@
 // Every check on the flags and the input files runs before the first update, and nothing is
 // written to --out before the first checkpoint, so bad input leaves --out as it was. Each file
 // is written to a temporary name and renamed.
+//
+// On N ranks (mpirun, DESIGN.md "Data-parallel training"): every rank draws the same global
+// batch and trains on its slice of rows (tools/train_dist.h); the gradients are averaged before
+// clipping and the step, so every replica makes the same update and the metrics are the global
+// batch's. Rank 0 alone reads --resume and --init (the others get the bytes), writes the files
+// and prints. Each phase that may fail on one rank only ends in agreed(), so an error anywhere
+// ends every rank with the same message instead of leaving the others waiting.
 
 #include <unistd.h>
 
@@ -22,6 +29,7 @@
 #include <limits>
 #include <memory>
 
+#include "dist/data_parallel.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 #include "ops/causal_attention.h"
@@ -31,6 +39,7 @@
 #include "tools/train_args.h"
 #include "tools/train_cmd.h"
 #include "tools/train_data.h"
+#include "tools/train_dist.h"
 
 namespace tg {
 
@@ -128,7 +137,7 @@ void save(Run& run, int64_t done, double elapsed) {
 
 // --resume: the checkpoint's model, flags, optimizer state, generators and metrics.
 void restore(Run& run, const ckpt::ModelFile& model_file, const SafeTensors& state,
-             const std::string& state_path) {
+             const std::string& state_path, const std::string& metrics_bytes) {
   ckpt::load_weights(*run.model, model_file.tensors, run.args.resume + "/model.safetensors");
   NamedTensors optim_state;
   for (const auto& [name, t] : state.tensors)
@@ -145,7 +154,7 @@ void restore(Run& run, const ckpt::ModelFile& model_file, const SafeTensors& sta
                       state_path + " rng.dropout");
   run.data->set_position(ckpt::get_count(state.tensors, "data.position", state_path));
   const std::string metrics_path = run.args.resume + "/metrics.csv";
-  std::vector<MetricsRow> rows = parse_metrics_csv(detail::read_file(metrics_path), metrics_path);
+  std::vector<MetricsRow> rows = parse_metrics_csv(metrics_bytes, metrics_path);
   if (static_cast<int64_t>(rows.size()) < run.start)
     throw IoError(metrics_path + ": " + std::to_string(rows.size()) + " rows, the checkpoint has " +
                   std::to_string(run.start) + " updates");
@@ -155,20 +164,43 @@ void restore(Run& run, const ckpt::ModelFile& model_file, const SafeTensors& sta
     run.elapsed_before = std::strtod(e->second.c_str(), nullptr);
 }
 
+// The files of --resume and --init. Rank 0 alone reads them and sends the bytes to the others:
+// rank 0 wrote the checkpoint, so on machines without a shared filesystem only it has one.
+struct RootFiles {
+  std::string model, state, metrics, init;
+};
+
+// Checks the flags (every rank) and reads the files (rank 0); collective.
+RootFiles read_root_files(const TrainArgs& flags, dist::Communicator& comm) {
+  RootFiles f;
+  agreed(comm, [&] {
+    check_train_flags(flags);
+    if (comm.rank() != 0) return;
+    if (!flags.resume.empty()) {
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::path(flags.resume) / "model.safetensors", ec))
+        throw IoError(flags.resume + ": nothing to resume: no model.safetensors in it");
+      f.model = detail::read_file(flags.resume + "/model.safetensors");
+      f.state = detail::read_file(flags.resume + "/train_state.safetensors");
+      f.metrics = detail::read_file(flags.resume + "/metrics.csv");
+    }
+    if (!flags.init.empty()) f.init = detail::read_file(flags.init);
+  });
+  for (std::string* bytes : {&f.model, &f.state, &f.metrics, &f.init})
+    broadcast_string(comm, *bytes);
+  return f;
+}
+
 // Builds the run from the flags (and the checkpoint with --resume), all checks included.
-Run prepare(const TrainArgs& flags) {
+Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
   Run run;
   run.args = flags;
-  check_train_flags(run.args);
   std::optional<ckpt::ModelFile> model_file;
   std::optional<SafeTensors> state;
   const std::string state_path = flags.resume + "/train_state.safetensors";
   if (!flags.resume.empty()) {
-    std::error_code ec;
-    if (!fs::is_regular_file(fs::path(flags.resume) / "model.safetensors", ec))
-      throw IoError(flags.resume + ": nothing to resume: no model.safetensors in it");
-    model_file = ckpt::read_model(flags.resume + "/model.safetensors");
-    state = read_safetensors(state_path);
+    model_file = ckpt::parse_model(files.model, flags.resume + "/model.safetensors");
+    state = parse_safetensors(files.state, state_path);
     run.start = ckpt::get_count(state->tensors, "step", state_path);
     if (model_file->step != run.start)
       throw IoError(flags.resume + ": model.safetensors is from update " +
@@ -181,7 +213,10 @@ Run prepare(const TrainArgs& flags) {
                        " updates already; ask for more steps to continue it");
   }
   const TrainArgs& a = run.args;
-  if (a.threads > 0) set_num_threads(a.threads);
+  if (a.threads > 0)
+    set_num_threads(a.threads);
+  else if (ranks > 1)  // ranks sharing a machine share its cores, rather than each taking all
+    set_num_threads(std::max(1, num_threads() / ranks_on_this_machine()));
 
   const bool need_val = a.eval_every > 0;
   if (!a.text.empty()) {
@@ -195,6 +230,7 @@ Run prepare(const TrainArgs& flags) {
       throw ValueError(a.batches + ": batches of " + std::to_string(run.data->batch_size()) +
                        " rows, but --batch " + std::to_string(a.batch));
   }
+  check_batch_splits(run.data->batch_size(), ranks);
   run.config = model_config(a, run.data->vocab() ? static_cast<int64_t>(run.data->vocab()->size())
                                                  : a.vocab);
   if (model_file && model_file->vocab && run.data->kind() != TrainData::Kind::text)
@@ -203,7 +239,8 @@ Run prepare(const TrainArgs& flags) {
   Rng init_rng(a.seed);
   run.model = std::make_unique<nn::GPT>(run.config, init_rng);
   run.model->set_seed(a.seed ^ kDropoutStream);
-  if (!a.init.empty()) ckpt::load_weights(*run.model, read_safetensors(a.init).tensors, a.init);
+  if (!a.init.empty())
+    ckpt::load_weights(*run.model, parse_safetensors(files.init, a.init).tensors, a.init);
   run.model->train();
 
   const NamedTensors params = run.model->named_parameters();
@@ -212,7 +249,7 @@ Run prepare(const TrainArgs& flags) {
         params, optim::AdamWOptions{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, 2});
   else
     run.opt = std::make_unique<optim::SGD>(params, a.lr, a.momentum, a.weight_decay, 2);
-  if (model_file) restore(run, *model_file, *state, state_path);
+  if (model_file) restore(run, *model_file, *state, state_path, files.metrics);
   return run;
 }
 
@@ -249,39 +286,90 @@ class Progress {
   Clock::time_point t0_;
 };
 
+// Evaluation, each rank on its share of the batches, summed over ranks. Collective.
+EvalResult evaluate(Run& run, dist::Communicator& comm) {
+  EvalSums sums;
+  agreed(comm, [&] {
+    sums = run.data->evaluate_part(*run.model, run.args.eval_batches, comm.rank(), comm.size());
+  });
+  if (comm.size() > 1) {
+    double v[3] = {sums.loss, sums.correct, sums.predictable};
+    comm.allreduce_sum(v, 3);
+    sums = {v[0], v[1], v[2]};
+  }
+  return finish_eval(sums, run.args.eval_batches);
+}
+
+// Forward and backward of this rank's slice of the next global batch, then the gradients
+// averaged over ranks. Returns the global batch's loss. `interrupted` becomes whether Ctrl-C
+// reached any rank, so that every rank stops after the same update. Collective.
+double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& interrupted) {
+  const int rank = comm.rank(), ranks = comm.size();
+  const data::Batch batch = run.data->next();  // the whole global batch, on every rank
+  if (ranks > 1 && run.args.dropout > 0)
+    run.model->set_seed(rank_dropout_seed(run.args.seed, s, rank));
+  double share = 0;
+  agreed(comm, [&] {
+    const SliceLoss part = slice_loss(*run.model, batch, rank, ranks);
+    share = part.share;
+    if (part.backprop.defined()) part.backprop.backward();
+  });
+  double sums[2] = {share, g_interrupted ? 1.0 : 0.0};
+  if (ranks > 1) comm.allreduce_sum(sums, 2);
+  interrupted = sums[1] > 0;
+  dist::average_gradients(*run.model, comm);  // one rank: returns at once
+  return sums[0];
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& flags, std::ostream& err) {
-  Run run = prepare(flags);
+  dist::LocalCommunicator one;
+  return run_train(flags, err, one);
+}
+
+int run_train(const TrainArgs& flags, std::ostream& root_err, dist::Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  std::ostream quiet(nullptr);  // the other ranks' progress goes nowhere
+  std::ostream& err = root ? root_err : quiet;
+  const RootFiles files = read_root_files(flags, comm);
+  Run run;
+  agreed(comm, [&] { run = prepare(flags, files, comm.size()); });
+  // Every rank built the same weights from the same seed and bytes; the broadcast makes that a
+  // guarantee (and checks that every replica has the same layout).
+  if (comm.size() > 1) dist::broadcast_parameters(*run.model, comm);
   const TrainArgs& a = run.args;
   const NamedTensors params = run.model->named_parameters();
+  // The whole job's tokens per update: the global batch.
   const double tokens = static_cast<double>(run.data->batch_size() * run.data->block_size());
-  Progress progress(err, run.start, a.steps, &err == &std::cerr && ::isatty(STDERR_FILENO));
+  Progress progress(err, run.start, a.steps,
+                    root && &root_err == &std::cerr && ::isatty(STDERR_FILENO));
   SigintScope sigint(a.handle_sigint);
   const Clock::time_point t0 = Clock::now();
   const auto elapsed = [&] {
     return run.elapsed_before + std::chrono::duration<double>(Clock::now() - t0).count();
   };
+  // A failed write on rank 0 must end the other ranks too.
+  const auto save_all = [&](int64_t done) { agreed(comm, [&] { if (root) save(run, done, elapsed()); }); };
 
   for (int64_t s = run.start; s < a.steps; ++s) {
     MetricsRow row;
     row.step = s;
     if (a.eval_every > 0 && s % a.eval_every == 0) {
-      const EvalResult ev = run.data->evaluate(*run.model, a.eval_batches);
+      const EvalResult ev = evaluate(run, comm);
       row.val_loss = ev.val_loss;
       if (ev.accuracy) row.accuracy = *ev.accuracy;
       progress.note("step " + std::to_string(s) + ": val_loss " + fmt("%.4f", ev.val_loss) +
                     (ev.accuracy ? "  accuracy " + fmt("%.4f", *ev.accuracy) : ""));
-      if (s > run.start) save(run, s, elapsed());
+      if (s > run.start) save_all(s);
     }
     const Clock::time_point u0 = Clock::now();
     row.lr = optim::get_lr(s, a.lr, a.lr_min, a.warmup, a.steps);
     run.opt->set_lr(row.lr);
-    const data::Batch batch = run.data->next();
-    const Tensor loss = run.model->loss(batch.x, batch.y);
-    row.loss = loss.item();
-    loss.backward();
-    // The norm before clipping is recorded whether or not clipping is on.
+    bool interrupted = false;
+    row.loss = forward_backward(run, s, comm, interrupted);
+    // The gradients are the same on every rank now, so the norm, the clipping, the check below
+    // and the step are too. The norm before clipping is recorded whether or not clipping is on.
     row.grad_norm = a.grad_clip > 0 ? optim::clip_grad_norm(params, a.grad_clip)
                                     : optim::grad_norm(params);
     if (!std::isfinite(row.loss) || !std::isfinite(row.grad_norm))
@@ -295,8 +383,8 @@ int run_train(const TrainArgs& flags, std::ostream& err) {
     row.elapsed_s = elapsed();
     run.rows.push_back(row);
     progress.update(row);
-    if (g_interrupted && s + 1 < a.steps) {
-      save(run, s + 1, elapsed());
+    if (interrupted && s + 1 < a.steps) {
+      save_all(s + 1);
       progress.finish();
       err << "tapegrad: interrupted after update " << s + 1 << " of " << a.steps << "; saved to "
           << a.out << "; continue with: "
@@ -305,7 +393,7 @@ int run_train(const TrainArgs& flags, std::ostream& err) {
       return 130;
     }
   }
-  save(run, a.steps, elapsed());
+  save_all(a.steps);
   progress.finish();
   err << "tapegrad: " << a.steps << (a.steps == 1 ? " update" : " updates") << " done; wrote model.safetensors, "
       << "train_state.safetensors, metrics.csv and loss.svg to " << a.out << "\n";

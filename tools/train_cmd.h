@@ -12,6 +12,10 @@
 
 namespace tg {
 
+namespace dist {
+class Communicator;
+}
+
 /// A usage error found after parsing (flags that do not go together): exit status 2.
 class UsageError : public ValueError {
  public:
@@ -57,6 +61,12 @@ struct TrainArgs {
 /// 130 after Ctrl-C (the state saved for --resume). Throws UsageError (flags that do not fit
 /// together), IoError / ValueError / ShapeError (bad files or values); args.out is then as it was.
 int run_train(const TrainArgs& args, std::ostream& err);
+/// The same on the ranks of `comm` (every rank calls it with the same flags): data-parallel
+/// training as DESIGN.md "Data-parallel training" says; rank 0 writes the files and prints to
+/// `err`. With several ranks an error on any rank is thrown on every rank as one
+/// dist::RankError (status 2 for usage, else 1), and a batch that does not split evenly over
+/// the ranks is a usage error.
+int run_train(const TrainArgs& args, std::ostream& err, dist::Communicator& comm);
 
 struct SampleArgs {
   std::string ckpt;  // folder with model.safetensors

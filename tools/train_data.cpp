@@ -103,37 +103,50 @@ data::Batch TrainData::next() {
   return b;
 }
 
+EvalResult finish_eval(const EvalSums& sums, int64_t n) {
+  EvalResult r;
+  r.val_loss = sums.loss / static_cast<double>(n);
+  if (sums.predictable > 0) r.accuracy = sums.correct / sums.predictable;
+  return r;
+}
+
 EvalResult TrainData::evaluate(nn::GPT& model, int64_t n) const {
+  return finish_eval(evaluate_part(model, n, 0, 1), n);
+}
+
+EvalSums TrainData::evaluate_part(nn::GPT& model, int64_t n, int part, int parts) const {
+  if (parts < 1 || part < 0 || part >= parts)
+    throw ValueError("evaluate_part: part " + std::to_string(part) + " of " +
+                     std::to_string(parts));
   NoGradGuard no_grad;
   model.eval();
   Rng rng(seed_ ^ kEvalStream);
-  double loss_sum = 0, correct = 0, predictable = 0;
+  EvalSums sums;
   for (int64_t i = 0; i < n; ++i) {
+    const bool mine = i % parts == part;
     if (kind_ == Kind::induction) {
       // The loss on all targets goes in val_loss (comparable with the training loss, which is
       // on all targets too); the accuracy is on the predictable targets only, the ones an
       // induction head can get right.
       const data::InductionBatch ib = data::induction_batch(B_, T_, V_, rng);
+      if (!mine) continue;  // drawn all the same: the next batch must be the one-process one
       const Tensor logits = model(ib.x);  // (B, T, V)
-      loss_sum += cross_entropy(reshape(logits, {-1, V_}), reshape(ib.y, {-1}), -1).item();
+      sums.loss += cross_entropy(reshape(logits, {-1, V_}), reshape(ib.y, {-1}), -1).item();
       const int64_t* p = ib.predictable.data<int64_t>();
       int64_t count = 0;
       for (int64_t k = 0; k < ib.predictable.numel(); ++k) count += p[k];
       if (count > 0) {
-        correct += data::induction_accuracy(logits, ib) * static_cast<double>(count);
-        predictable += static_cast<double>(count);
+        sums.correct += data::induction_accuracy(logits, ib) * static_cast<double>(count);
+        sums.predictable += static_cast<double>(count);
       }
       continue;
     }
     const data::Batch b = kind_ == Kind::text ? text_->sample(data::Split::val, B_, T_, rng)
                                               : fixed_->batch(i);
-    loss_sum += model.loss(b.x, b.y).item();
+    if (mine) sums.loss += model.loss(b.x, b.y).item();
   }
   model.train();
-  EvalResult r;
-  r.val_loss = loss_sum / static_cast<double>(n);
-  if (kind_ == Kind::induction && predictable > 0) r.accuracy = correct / predictable;
-  return r;
+  return sums;
 }
 
 }  // namespace tg

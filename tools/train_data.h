@@ -22,6 +22,17 @@ struct EvalResult {
   std::optional<double> accuracy;  // the induction task's argmax accuracy on predictable targets
 };
 
+/// The sums an evaluation is made of, so that ranks can each take a share of the batches and
+/// add theirs up (dist: an allreduce of the three numbers) before finish_eval.
+struct EvalSums {
+  double loss = 0;         // sum of the batches' mean losses
+  double correct = 0;      // induction: predictable targets the argmax got right
+  double predictable = 0;  // induction: predictable targets
+};
+
+/// val_loss and accuracy of n batches from their sums. Never throws.
+EvalResult finish_eval(const EvalSums& sums, int64_t n);
+
 class TrainData {
  public:
   enum class Kind { text, induction, batches };
@@ -51,6 +62,9 @@ class TrainData {
   /// under NoGradGuard; the model is put back in training mode. For --batches there is no
   /// held-out split: the first n batches of the file (mod N) are used.
   EvalResult evaluate(nn::GPT& model, int64_t n) const;
+  /// The sums of the evaluation batches i < n with i % parts == part (every batch is still drawn,
+  /// so each one is the same batch as in one process). Throws ValueError unless 0 <= part < parts.
+  EvalSums evaluate_part(nn::GPT& model, int64_t n, int part, int parts) const;
 
   /// The number of training batches drawn so far.
   int64_t position() const { return position_; }

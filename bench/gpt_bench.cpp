@@ -1,0 +1,147 @@
+// nanoGPT's CPU recipe (shakespeare_char on a laptop: 4 layers, 4 heads, 128 channels, block 64,
+// batch 12) as a whole: one training step, greedy generation with the KV cache, and the
+// machine's GEMM peak that the FLOP/s counters are read against. compare_pytorch.py --gpt runs
+// the same training step in PyTorch eager beside BM_GPT_TrainStep.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "bench/flops.h"
+#include "nn/gpt.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+
+namespace {
+
+struct GPTCase {
+  int64_t V, L, H, C, T, B;
+};
+
+GPTCase read_case(const benchmark::State& st) {
+  return {st.range(0), st.range(1), st.range(2), st.range(3), st.range(4), st.range(5)};
+}
+
+template <class T>
+tg::nn::GPTConfig make_config(const GPTCase& c) {
+  tg::nn::GPTConfig config;
+  config.vocab_size = c.V;
+  config.n_layer = c.L;
+  config.n_head = c.H;
+  config.n_embd = c.C;
+  config.block_size = c.T;
+  config.dropout = 0.0;  // the recipe's dropout 0: the step is the same work as PyTorch's
+  config.dtype = tg::dtype_of<T>();
+  return config;
+}
+
+// Uniform tokens in [0, V), (B, T): the speed of a step does not depend on the text.
+tg::Tensor random_tokens(int64_t V, int64_t B, int64_t T, tg::Rng& rng) {
+  std::uniform_int_distribution<int64_t> token(0, V - 1);
+  std::vector<int64_t> values(static_cast<size_t>(B * T));
+  for (int64_t& v : values) v = token(rng.engine());
+  return tg::from_indices(values, {B, T});
+}
+
+// One update as tools/train_cmd.cpp makes it (and nanoGPT's train.py): forward, cross-entropy,
+// backward, clip to norm 1, AdamW, zero_grad.
+void train_step(const tg::nn::GPT& model, tg::optim::AdamW& opt, const tg::NamedTensors& params,
+                const tg::Tensor& x, const tg::Tensor& y) {
+  const tg::Tensor loss = model.loss(x, y);
+  loss.backward();
+  benchmark::DoNotOptimize(tg::optim::clip_grad_norm(params, 1.0));
+  opt.step();
+  opt.zero_grad();
+}
+
+template <class T>
+void BM_GPT_TrainStep(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  tg::Rng rng(0);
+  tg::nn::GPT model(make_config<T>(c), rng);
+  model.train();
+  const tg::NamedTensors params = model.named_parameters();
+  // nanoGPT's shakespeare_char settings: lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the
+  // matrices and embeddings only.
+  tg::optim::AdamW opt(params, tg::optim::AdamWOptions{1e-3, 0.9, 0.99, 1e-8, 0.1, 2});
+  const tg::Tensor x = random_tokens(c.V, c.B, c.T, rng);
+  const tg::Tensor y = random_tokens(c.V, c.B, c.T, rng);
+  // Two steps outside the timing: the first touches every fresh page (gradients, AdamW's
+  // moments, the allocator's cache), which costs ~100 ms per 32 MB here and is not a step's
+  // steady cost; PyTorch's side warms up the same way.
+  for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y);
+  for (auto _ : st) train_step(model, opt, params, x, y);
+  const double tokens = double(c.B) * double(c.T);
+  const auto rate = benchmark::Counter::kIsIterationInvariantRate;
+  st.counters["tokens/s"] = benchmark::Counter(tokens, rate);
+  st.counters["FLOP/s"] =
+      benchmark::Counter(tokens * tg::bench::gpt_train_flops_per_token(c.V, c.L, c.C, c.T), rate);
+}
+
+// The largest logit of the last position: greedy decoding.
+template <class T>
+int64_t argmax_last(const tg::Tensor& logits) {
+  const int64_t V = logits.size(-1);
+  const T* row = logits.data<T>() + (logits.numel() - V);
+  int64_t best = 0;
+  for (int64_t i = 1; i < V; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+// Greedy generation from a 1-token prompt to block_size tokens, one token per forward_cached
+// call (the way `tapegrad sample` runs), so each new token costs O(T) attention, not O(T^2).
+template <class T>
+void BM_GPT_Sample(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  tg::Rng rng(0);
+  tg::nn::GPT model(make_config<T>(c), rng);
+  model.eval();
+  const auto generate = [&] {
+    tg::nn::KVCache cache;
+    int64_t token = 0;
+    for (int64_t t = 1; t < c.T; ++t)
+      token = argmax_last<T>(model.forward_cached(tg::from_indices({token}, {1, 1}), cache));
+    return token;
+  };
+  benchmark::DoNotOptimize(generate());  // warm-up, as in the training step
+  for (auto _ : st) benchmark::DoNotOptimize(generate());
+  st.counters["tokens/s"] =
+      benchmark::Counter(double(c.T - 1), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The reference for "percent of peak": one large square product through tg::matmul (BLIS
+// underneath), no tape, at N large enough that packing and thread start-up are noise.
+template <class T>
+void BM_Gemm_Peak(benchmark::State& st) {
+  const int64_t N = st.range(0);
+  tg::Rng rng(0);
+  const tg::Tensor a = tg::randn({N, N}, rng, tg::dtype_of<T>());
+  const tg::Tensor b = tg::randn({N, N}, rng, tg::dtype_of<T>());
+  tg::NoGradGuard no_grad;
+  benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());  // first touch of the output buffer
+  for (auto _ : st) benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());
+  st.counters["FLOP/s"] = benchmark::Counter(tg::bench::matmul_flops(N, N, N),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void recipe(benchmark::internal::Benchmark* b) {
+  b->Args({65, 4, 4, 128, 64, 12})->ArgNames({"V", "L", "H", "C", "T", "B"});
+  b->Unit(benchmark::kMillisecond);
+}
+
+void gemm_size(benchmark::internal::Benchmark* b) {
+  b->Args({1024})->ArgNames({"N"})->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+BENCHMARK_TEMPLATE(BM_GPT_TrainStep, float)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT_TrainStep, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT_Sample, float)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT_Sample, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_Gemm_Peak, float)->Apply(gemm_size);
+BENCHMARK_TEMPLATE(BM_Gemm_Peak, double)->Apply(gemm_size);
