@@ -175,7 +175,8 @@ TEST(Attention, ZeroQueryGivesUniformWeightsOverVisiblePositions) {
     SCOPED_TRACE("window " + std::to_string(w));
     tg::Rng rng(3);
     const Tensor X = tg::randn({5, 3}, rng), W = tg::randn({3, 2}, rng);
-    const auto out = tg::single_head_attention(X, tg::zeros({3, 2}), W, W, Tensor(), {.window = w});
+    const auto out = tg::single_head_attention(X, tg::zeros({3, 2}), W, W, Tensor(),
+                                             {.window = w, .need_weights = true});
     for (int64_t i = 0; i < 5; ++i) {
       const int64_t seen = w ? std::min<int64_t>(i + 1, w) : i + 1;
       for (int64_t j = 0; j < 5; ++j)
@@ -187,7 +188,8 @@ TEST(Attention, ZeroQueryGivesUniformWeightsOverVisiblePositions) {
 TEST(Attention, WindowOneIsIdentityAndLargeWindowIsPlainCausal) {
   const Case c{"", 2, 4, 3, 4, 4, {}, true};
   const auto in = make_inputs(c);
-  const auto one = tg::single_head_attention(in[0], in[1], in[2], in[3], Tensor(), {.window = 1});
+  const auto one = tg::single_head_attention(in[0], in[1], in[2], in[3], Tensor(),
+                                           {.window = 1, .need_weights = true});
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(one.A.at({b, i, j}), i == j ? 1.0 : 0.0);
@@ -202,8 +204,8 @@ TEST(Attention, WindowOneIsIdentityAndLargeWindowIsPlainCausal) {
 }
 
 TEST(MultiHead, OneHeadEqualsSingleHead) {
-  for (const Case& c : {Case{"2d", 0, 5, 4, 4, 3, {.rope = true}, true},
-                        Case{"3d_window", 2, 4, 3, 2, 4, {.window = 2}, false}}) {
+  for (const Case& c : {Case{"2d", 0, 5, 4, 4, 3, {.rope = true, .need_weights = true}, true},
+                        Case{"3d_window", 2, 4, 3, 2, 4, {.window = 2, .need_weights = true}, false}}) {
     SCOPED_TRACE(c.name);
     const auto in = make_inputs(c);
     const Tensor W_O = c.w_o ? in[4] : Tensor();

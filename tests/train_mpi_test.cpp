@@ -78,7 +78,7 @@ std::string quote(const std::string& s) {
 
 std::string joined(const std::vector<std::string>& args) {
   std::string s;
-  for (const std::string& a : args) s += " " + quote(a);
+  for (const std::string& a : args) s.append(" ").append(quote(a));
   return s;
 }
 
