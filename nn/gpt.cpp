@@ -152,6 +152,34 @@ Tensor GPT::logits(const Tensor& x) const {
   return matmul(h, transformer.wte.weight, false, true);  // (B, T, V): lm_head tied to wte
 }
 
+namespace {
+void check_layer(int64_t layer, int64_t n_layer, const char* who) {
+  if (layer < 0 || layer >= n_layer)
+    throw ValueError(std::string(who) + ": layer " + std::to_string(layer) + " outside [0, " +
+                     std::to_string(n_layer) + ")");
+}
+}  // namespace
+
+Tensor GPT::attention_input(const Tensor& idx, int64_t layer) const {
+  check_layer(layer, config_.n_layer, "GPT::attention_input");
+  Tensor x = embed(idx, 0, "GPT::attention_input");  // (B, T, C)
+  for (int64_t l = 0; l < layer; ++l) x = transformer.h[l](x);
+  return transformer.h[layer].ln_1(x);  // (B, T, C)
+}
+
+std::vector<Tensor> GPT::attention_weights(int64_t layer) const {
+  check_layer(layer, config_.n_layer, "GPT::attention_weights");
+  if (config_.bias)
+    throw ValueError("GPT::attention_weights: the model has biases; the lesson's attention has "
+                     "none (train with bias off)");
+  const CausalSelfAttention& attn = transformer.h[layer].attn;
+  const int64_t C = config_.n_embd;
+  std::vector<Tensor> w;
+  for (int64_t k = 0; k < 3; ++k) w.push_back(transpose(narrow(attn.c_attn.weight, 0, k * C, C)));
+  w.push_back(transpose(attn.c_proj.weight));  // y W_O = c_proj(y)
+  return w;  // W_Q, W_K, W_V, W_O: (C, C) each
+}
+
 Tensor GPT::forward(const Tensor& idx) const {
   Tensor x = embed(idx, 0, "GPT::forward");  // (B, T, C)
   for (const auto& block : transformer.h) x = (*block)(x);

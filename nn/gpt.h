@@ -120,6 +120,17 @@ class GPT : public Module {
   /// is not rank 2 or its batch differs from the cache's.
   Tensor forward_cached(const Tensor& idx, KVCache& cache) const;
 
+  /// The input of block `layer`'s attention for idx: ln_1 of the residual stream, (B, T, C).
+  /// Throws like forward, ValueError for a layer outside [0, n_layer).
+  Tensor attention_input(const Tensor& idx, int64_t layer) const;
+  /// Block `layer`'s attention as the lesson's weights, for nn/attention.h's
+  /// multi_head_attention (heads = n_head, need_weights to see A): W_Q, W_K, W_V (C, C) cut from
+  /// c_attn and W_O = c_proj^T. With them, multi_head_attention(attention_input(idx, layer), ...)
+  /// is the block's attention, so the weights A can be shown and the invariant checker run on
+  /// a trained model. Throws ValueError for a model with biases (the lesson's layer has none)
+  /// or a layer outside [0, n_layer).
+  std::vector<Tensor> attention_weights(int64_t layer) const;
+
   const GPTConfig& config() const { return config_; }
   /// Reseeds the Rng the dropout layers draw from. Never throws.
   void set_seed(uint64_t seed) { dropout_rng_ = Rng(seed); }

@@ -12,28 +12,19 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "autograd/node.h"
 #include "nn/attention.h"
 #include "ops/ops.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TG_ASAN 1
-#endif
-#endif
+#include "test_util.h"
 
 namespace {
 
 using tg::Tensor;
+using tg::test::rss_bytes;
 
 #if defined(TG_ASAN)
 constexpr bool kAsan = true;  // RSS is the sanitizer's business; fewer iterations, same checks
@@ -42,13 +33,6 @@ constexpr int kScale = 5;
 constexpr bool kAsan = false;
 constexpr int kScale = 1;
 #endif
-
-std::size_t rss_bytes() {
-  std::ifstream f("/proc/self/statm");
-  std::size_t pages = 0, resident = 0;
-  f >> pages >> resident;
-  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
 
 // The loss and every gradient of one iteration, flattened.
 std::vector<double> snapshot(const Tensor& loss, const std::vector<Tensor>& leaves) {

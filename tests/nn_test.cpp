@@ -1,41 +1,27 @@
 // nn/: Module bookkeeping (names, state dicts, modes), the layers against plain loops, and the
-// GPT: nanoGPT's parameter names and init, a gradcheck of the whole model's loss, the KV-cache
-// decoder against full forwards, and every logit and gradient against a PyTorch reference
-// (tests/gpt_reference.py) in float64.
+// GPT: nanoGPT's parameter names and init, a gradcheck of the whole model's loss, and the
+// KV-cache decoder against full forwards. The PyTorch comparison is in nn_torch_test.cpp.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "check/gradcheck.h"
-#include "io/npy.h"
 #include "nn/gpt.h"
 #include "nn/linear.h"
+#include "nn_util.h"
 
 namespace tg::nn {
 namespace {
 
-namespace fs = std::filesystem;
-
-GPTConfig tiny(bool bias = true, bool attention_only = false) {
-  GPTConfig c;
-  c.vocab_size = 5;
-  c.block_size = 4;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 4;
-  c.bias = bias;
-  c.attention_only = attention_only;
-  c.dtype = Dtype::f64;
-  return c;
-}
+using test::max_abs_diff;
+using test::random_state;
+using test::tiny;
+using test::tokens;
 
 std::vector<std::string> names_of(const Module& m) {
   std::vector<std::string> names;
@@ -62,30 +48,6 @@ std::vector<std::string> nanogpt_names(bool bias, bool attention_only) {
   }
   layer("transformer.ln_f");
   return names;
-}
-
-Tensor tokens(const std::vector<int64_t>& v, int64_t B, int64_t T) {
-  return from_indices(v, {B, T});
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-// Weights larger than the init (LayerNorm weights around 1), so every path carries a visible
-// signal and gradient.
-NamedTensors random_state(const Module& model, Rng& rng) {
-  NamedTensors state;
-  for (const auto& [name, p] : model.named_parameters()) {
-    std::vector<double> v = randn(p.shape(), rng, Dtype::f64, 0.5).to_vector();
-    if (name.find("ln_") != std::string::npos && name.ends_with(".weight"))
-      for (double& x : v) x += 1.0;
-    state.emplace_back(name, from_vector(v, p.shape(), p.dtype()));
-  }
-  return state;
 }
 
 TEST(Module, NamedParametersAreNanoGPTsStateDictNames) {
@@ -337,87 +299,6 @@ TEST(GPT, CachedGreedyDecodingEqualsFullForwards) {
   }
   EXPECT_EQ(cache.length(), c.block_size);
   EXPECT_THROW(model.forward_cached(tokens({0, 0}, 2, 1), cache), ValueError);
-}
-
-const std::string kPython = "/usr/bin/python3";
-
-bool have_torch() {
-  static const bool ok =
-      std::system((kPython + " -c 'import numpy, torch' >/dev/null 2>&1").c_str()) == 0;
-  return ok;
-}
-
-// Relative to the array's largest magnitude: entries near zero are judged at its scale.
-double max_rel_diff(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  double scale = 0;
-  for (double x : want.to_vector()) scale = std::max(scale, std::abs(x));
-  return max_abs_diff(got, want) / std::max(scale, 1e-300);
-}
-
-TEST(GPT, MatchesThePyTorchReference) {
-  if (!have_torch()) {
-    if (std::getenv("CI")) FAIL() << kPython << " cannot import torch and numpy, which CI needs";
-    GTEST_SKIP() << kPython << " cannot import torch and numpy";
-  }
-  struct Case {
-    std::string name, flags;
-    GPTConfig config;
-  };
-  GPTConfig big = tiny();
-  big.vocab_size = 7;
-  big.block_size = 6;
-  big.n_embd = 8;
-  GPTConfig erf = big;
-  erf.bias = false;
-  erf.gelu = GeluKind::erf;
-  GPTConfig attention_only = big;
-  attention_only.attention_only = true;
-  const std::vector<Case> cases = {{"tanh, bias", "", big},
-                                   {"erf, no bias", " --no-bias --gelu erf", erf},
-                                   {"attention only", " --attention-only", attention_only}};
-  uint64_t seed = 20;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    const fs::path dir =
-        fs::temp_directory_path() /
-        ("tapegrad_nn_test_" + std::to_string(::getpid()) + "_" + std::to_string(seed));
-    fs::remove_all(dir);
-    fs::create_directories(dir / "in");
-    Rng rng(++seed);
-    GPT model(c.config, rng);
-    model.load_state_dict(random_state(model, rng));
-    for (const auto& [name, p] : model.named_parameters())
-      write_npy(dir / "in" / (name + ".npy"), p);
-    // B = 2, T = 5 < block_size; token ids as float64 .npy, converted by the reference.
-    const std::vector<int64_t> idx = {0, 6, 2, 3, 1, 5, 5, 4, 0, 2};
-    const std::vector<int64_t> targets = {6, 2, 3, -1, 5, 4, 4, 0, 2, 1};
-    const auto as_double = [](const std::vector<int64_t>& v) {
-      return std::vector<double>(v.begin(), v.end());
-    };
-    write_npy(dir / "in" / "idx.npy", from_vector(as_double(idx), {2, 5}));
-    write_npy(dir / "in" / "targets.npy", from_vector(as_double(targets), {2, 5}));
-    const auto& g = c.config;
-    const std::string command =
-        kPython + " " + TAPEGRAD_GPT_REFERENCE_PY + " --in " + (dir / "in").string() + " --out " +
-        (dir / "out").string() + " --vocab " + std::to_string(g.vocab_size) + " --block " +
-        std::to_string(g.block_size) + " --layers " + std::to_string(g.n_layer) + " --heads " +
-        std::to_string(g.n_head) + " --embd " + std::to_string(g.n_embd) + c.flags + " > " +
-        (dir / "log").string() + " 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-
-    const Tensor logits = model.forward(tokens(idx, 2, 5));
-    const Tensor loss = model.loss(tokens(idx, 2, 5), tokens(targets, 2, 5));
-    loss.backward();
-    EXPECT_LE(max_rel_diff(logits, read_npy(dir / "out" / "logits.npy")), 1e-10);
-    EXPECT_LE(max_rel_diff(loss, read_npy(dir / "out" / "loss.npy")), 1e-10);
-    for (const auto& [name, p] : model.named_parameters()) {
-      const fs::path file = dir / "out" / ("grad." + name + ".npy");
-      ASSERT_TRUE(fs::exists(file)) << name;
-      EXPECT_LE(max_rel_diff(p.grad(), read_npy(file)), 1e-10) << name;
-    }
-    fs::remove_all(dir);
-  }
 }
 
 }  // namespace

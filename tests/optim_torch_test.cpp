@@ -4,7 +4,6 @@
 // torch the suite skips, or fails when the environment variable CI is set.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,38 +20,17 @@
 #include "io/npy.h"
 #include "optim/optim.h"
 #include "optim_util.h"
+#include "test_util.h"
 
 namespace tg::optim {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kPython = "/usr/bin/python3";
 const fs::path kReference = TAPEGRAD_OPTIM_REFERENCE_PY;
 
-// A fresh folder under the system temp folder, removed with its contents afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("tapegrad_optim_test_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
+using tg::test::sci;
+using tg::test::TempDir;
 using test_util::leaves;
 using test_util::make_problem;
 using test_util::Problem;
@@ -120,12 +98,6 @@ const std::vector<std::vector<double>>& schedules() {
   return s;
 }
 
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 std::string num(double v) {
   std::ostringstream os;
   os.precision(17);
@@ -177,30 +149,21 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   return scale > 0 ? diff / scale : diff;
 }
 
-// The reference run, once for all tests: "" when it ran, else why not.
+// The reference run, once for all tests (python3 with torch and numpy is there).
 struct Reference {
   TempDir dir;
   Problem problem = make_problem(10, 2024);
-  std::string missing;  // python3 or torch is not there
-  std::string failure;  // the script failed
+  std::string failure;  // the script's output when it failed
 };
 
 const Reference& reference() {
   static const std::unique_ptr<Reference> ref = [] {
     auto r = std::make_unique<Reference>();
-    const std::string probe = kPython + " -c 'import torch, numpy' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) != 0) {
-      r->missing = kPython + " cannot import torch and numpy";
-      return r;
-    }
     write_reference_inputs(r->problem, r->dir.path());
     const std::string log = (r->dir / "log").string();
-    const std::string cmd = kPython + " '" + kReference.string() + "' '" +
+    const std::string cmd = test::kPython + " '" + kReference.string() + "' '" +
                             r->dir.path().string() + "' >'" + log + "' 2>&1";
-    if (std::system(cmd.c_str()) != 0) {
-      std::ifstream in(log);
-      r->failure = std::string(std::istreambuf_iterator<char>(in), {});
-    }
+    if (std::system(cmd.c_str()) != 0) r->failure = test::slurp(log);
     return r;
   }();
   return *ref;
@@ -209,12 +172,8 @@ const Reference& reference() {
 class TorchReference : public ::testing::Test {
  protected:
   void SetUp() override {
-    const Reference& ref = reference();
-    if (!ref.missing.empty()) {
-      if (std::getenv("CI")) FAIL() << ref.missing << " (CI is set, so this is a failure)";
-      GTEST_SKIP() << ref.missing;
-    }
-    ASSERT_EQ(ref.failure, "") << "optim_reference.py failed";
+    TG_REQUIRE_PYTHON("torch, numpy");
+    ASSERT_EQ(reference().failure, "") << "optim_reference.py failed";
   }
   std::vector<double> expected(const std::string& file) const {
     return read_npy((reference().dir / "ref" / file).string()).to_vector();

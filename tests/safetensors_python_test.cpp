@@ -4,99 +4,32 @@
 // the tests fail when CI is set and are skipped otherwise.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "io/safetensors.h"
+#include "safetensors_util.h"
+#include "test_util.h"
 
 namespace tg {
 namespace {
 
-namespace fs = std::filesystem;
-using Metadata = std::map<std::string, std::string>;
-
-// A fresh directory for one test, removed with everything in it afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("tapegrad_st_py_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.impl().storage->data(), b.impl().storage->data(),
-                     a.numel() * dtype_size(a.dtype())) == 0;
-}
-
-void expect_same(const NamedTensors& expected, const NamedTensors& got) {
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    SCOPED_TRACE(expected[i].first);
-    EXPECT_EQ(got[i].first, expected[i].first);
-    EXPECT_TRUE(same_bytes(got[i].second, expected[i].second))
-        << expected[i].second.shape().str() << " " << dtype_name(expected[i].second.dtype())
-        << " vs " << got[i].second.shape().str() << " " << dtype_name(got[i].second.dtype());
-    EXPECT_TRUE(got[i].second.is_leaf());
-    EXPECT_FALSE(got[i].second.requires_grad());
-  }
-}
-
-const Metadata kMetadata = {
-    {"tapegrad.config", R"({"n_layer": 2, "n_head": 4, "gelu": "tanh"})"},
-    {"tapegrad.vocab", "\n !'abc\\\"\xc3\xa9"},
-    {"empty", ""},
-};
-
-// Reading needs numpy alone; writing imports torch, which takes seconds.
-bool have_python(const char* modules) {
-  return std::system(("/usr/bin/python3 -c 'import " + std::string(modules) + "' >/dev/null 2>&1")
-                         .c_str()) == 0;
-}
-
-constexpr const char* kNoNumpy =
-    "/usr/bin/python3 with numpy not available (Debian: python3-numpy)";
-constexpr const char* kNoTorch =
-    "/usr/bin/python3 with numpy and torch not available (Debian: python3-numpy python3-torch)";
+using test::expect_same;
+using test::kMetadata;
+using test::Metadata;
+using test::slurp;
+using test::spit;
+using test::TempDir;
 
 // Runs tests/safetensors_reference.py with `args`; false (and its output in *log) on failure.
 bool run_reference(const TempDir& dir, const std::string& args, std::string* log) {
-  const std::string cmd = std::string("/usr/bin/python3 '") + TAPEGRAD_SAFETENSORS_REFERENCE_PY +
+  const std::string cmd = test::kPython + " '" + TAPEGRAD_SAFETENSORS_REFERENCE_PY +
                           "' " + args + " >'" + dir.file("python.log") + "' 2>&1";
   const bool ok = std::system(cmd.c_str()) == 0;
   *log = slurp(dir.file("python.log"));
@@ -156,10 +89,7 @@ std::string expectations(const NamedTensors& tensors, const Metadata& metadata) 
 }
 
 TEST(SafeTensorsPython, PythonReadsFilesWeWrote) {
-  if (!have_python("numpy")) {
-    if (std::getenv("CI")) FAIL() << kNoNumpy;
-    GTEST_SKIP() << kNoNumpy;
-  }
+  TG_REQUIRE_PYTHON("numpy");
   TempDir dir;
   Rng rng(3);
   const double inf = std::numeric_limits<double>::infinity();
@@ -191,10 +121,7 @@ TEST(SafeTensorsPython, PythonReadsFilesWeWrote) {
 }
 
 TEST(SafeTensorsPython, ReadsTorchTensors) {
-  if (!have_python("numpy, torch")) {
-    if (std::getenv("CI")) FAIL() << kNoTorch;
-    GTEST_SKIP() << kNoTorch;
-  }
+  TG_REQUIRE_PYTHON("numpy, torch");
   TempDir dir;
   std::string log;
   ASSERT_TRUE(run_reference(dir, "write '" + dir.file("torch.safetensors") + "'", &log)) << log;

@@ -1,98 +1,34 @@
 // .safetensors reading and writing: round trips of every dtype and rank, the reference layout,
-// a table of files that must be rejected, atomic writes. Interchange with Python is in
-// safetensors_python_test.cpp.
+// names that cannot be written, atomic writes. Malformed files are in
+// safetensors_reject_test.cpp, interchange with Python in safetensors_python_test.cpp.
 
 #include "io/safetensors.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "safetensors_util.h"
+#include "test_util.h"
 
 namespace tg {
 namespace {
 
 namespace fs = std::filesystem;
-using Metadata = std::map<std::string, std::string>;
-
-// A fresh directory for one test, removed with everything in it afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("tapegrad_st_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string le64(uint64_t n) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out;
-}
-
-// A file around `header` as given (no padding: the reader needs none).
-std::string st_file(const std::string& header, const std::string& data = "") {
-  return le64(header.size()) + header + data;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.impl().storage->data(), b.impl().storage->data(),
-                     a.numel() * dtype_size(a.dtype())) == 0;
-}
-
-void expect_same(const NamedTensors& expected, const NamedTensors& got) {
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    SCOPED_TRACE(expected[i].first);
-    EXPECT_EQ(got[i].first, expected[i].first);
-    EXPECT_TRUE(same_bytes(got[i].second, expected[i].second))
-        << expected[i].second.shape().str() << " " << dtype_name(expected[i].second.dtype())
-        << " vs " << got[i].second.shape().str() << " " << dtype_name(got[i].second.dtype());
-    EXPECT_TRUE(got[i].second.is_leaf());
-    EXPECT_FALSE(got[i].second.requires_grad());
-  }
-}
+using test::expect_same;
+using test::kMetadata;
+using test::le64;
+using test::Metadata;
+using test::slurp;
+using test::spit;
+using test::st_file;
+using test::TempDir;
 
 // One tensor of every dtype and rank 0-4, empty ones among them, and values that must survive
 // bit for bit.
@@ -117,12 +53,6 @@ NamedTensors sample_tensors() {
   };
   return out;
 }
-
-const Metadata kMetadata = {
-    {"tapegrad.config", R"({"n_layer": 2, "n_head": 4, "gelu": "tanh"})"},
-    {"tapegrad.vocab", "\n !'abc\\\"\xc3\xa9"},
-    {"empty", ""},
-};
 
 TEST(SafeTensors, RoundTripsEveryRankAndDtype) {
   TempDir dir;
@@ -196,142 +126,6 @@ TEST(SafeTensors, ReturnsTensorsInTheOrderOfTheirOffsets) {
   EXPECT_EQ(st.tensors[3].second.to_vector(), (std::vector<double>{0.5, -1.5}));
   EXPECT_EQ(st.tensors[4].second.item(), 2.25);
   EXPECT_EQ(st.tensors[2].second.shape(), Shape({0, 5}));
-}
-
-struct BadFile {
-  const char* label;
-  std::string bytes;
-  const char* fragment;  // expected in the message
-};
-
-std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
-                  const std::string& offsets) {
-  return "\"" + name + R"(":{"dtype":)" + dtype + R"(,"shape":)" + shape + R"(,"data_offsets":)" +
-         offsets + "}";
-}
-
-std::vector<BadFile> bad_files() {
-  const std::string a = entry("a", "\"F32\"", "[2]", "[0,8]");
-  const std::string ok = st_file("{" + a + "}", std::string(8, '\x01'));
-  const auto one = [](const std::string& dtype, const std::string& shape,
-                      const std::string& offsets, std::size_t data_bytes = 8) {
-    return st_file("{" + entry("a", dtype, shape, offsets) + "}", std::string(data_bytes, '\0'));
-  };
-  const auto with_a = [&](const std::string& rest, std::size_t data_bytes) {
-    return st_file("{" + a + "," + rest + "}", std::string(data_bytes, '\0'));
-  };
-  return {
-      // the length and the JSON
-      {"empty file", "", "the file is empty"},
-      {"five bytes", std::string("\x10\0\0\0\0", 5),
-       "the file has 5 bytes, too few for the 8-byte header length"},
-      {"header length past the end", le64(100) + "{}",
-       "header length 100 goes past the end of the file (10 bytes)"},
-      {"header length 2^63", le64(1ULL << 63) + ok.substr(8),
-       "header length 9223372036854775808 goes past the end of the file"},
-      {"cut inside the header", ok.substr(0, 20), "goes past the end of the file (20 bytes)"},
-      {"malformed JSON", st_file(R"({"a":)"), "malformed JSON header: parse error"},
-      {"text after the JSON", st_file("{} x"), "malformed JSON header"},
-      {"single quotes", st_file("{'a': 1}"), "malformed JSON header"},
-      {"not UTF-8", st_file("{\"\xff\":1}"), "malformed JSON header"},
-      {"header an array", st_file("[]"), "the header is [], not a JSON object"},
-      {"header a string", st_file("\"F32\""), "the header is \"F32\", not a JSON object"},
-      {"deep nesting", st_file(R"({"a":{"shape":[[[[[1]]]]]}})"), "nested deeper than"},
-      // the entries
-      {"entry not an object", st_file(R"({"a":1})"), "tensor 'a' is 1, not an object"},
-      {"empty name", st_file("{" + entry("", "\"F32\"", "[0]", "[0,0]") + "}"),
-       "a tensor has an empty name"},
-      {"duplicate name", with_a(a, 0), "duplicate tensor name 'a'"},
-      {"duplicate key", st_file(R"({"a":{"dtype":"F32","dtype":"F32"}})"),
-       "duplicate key 'dtype' in the header"},
-      {"no dtype", st_file(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", std::string(8, 0)),
-       "tensor 'a' has no 'dtype'"},
-      {"no shape", st_file(R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", std::string(8, 0)),
-       "tensor 'a' has no 'shape'"},
-      {"no data_offsets", st_file(R"({"a":{"dtype":"F32","shape":[2]}})", std::string(8, 0)),
-       "tensor 'a' has no 'data_offsets'"},
-      {"extra key",
-       st_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":0}})",
-               std::string(8, 0)),
-       "tensor 'a' has an unexpected key 'x'"},
-      // dtypes
-      {"BF16", one("\"BF16\"", "[4]", "[0,8]"),
-       "tensor 'a' has unsupported dtype \"BF16\" (only F32, F64 and I64"},
-      {"I32", one("\"I32\"", "[2]", "[0,8]"), "unsupported dtype \"I32\""},
-      {"lower case", one("\"f32\"", "[2]", "[0,8]"), "unsupported dtype \"f32\""},
-      {"dtype a number", one("4", "[2]", "[0,8]"), "unsupported dtype 4"},
-      // shapes
-      {"negative dim", one("\"F32\"", "[-2]", "[0,8]"), "shape [-2] with a negative dimension -2"},
-      {"float dim", one("\"F32\"", "[2.0]", "[0,8]"), "with a non-integer dimension 2.0"},
-      {"string dim", one("\"F32\"", "[\"2\"]", "[0,8]"), "with a non-integer dimension \"2\""},
-      {"shape an int", one("\"F32\"", "2", "[0,8]"), "tensor 'a' has shape 2, not a list"},
-      {"rank 5", one("\"F32\"", "[1,1,2,1,1]", "[0,8]"), "of rank 5; at most 4 is supported"},
-      {"dim past int64", one("\"F32\"", "[9223372036854775808]", "[0,8]"),
-       "a dimension beyond 64 bits"},
-      {"count overflow", one("\"F32\"", "[4294967296,4294967296]", "[0,8]"),
-       "element count overflows 64 bits"},
-      {"bytes overflow", one("\"F64\"", "[4611686018427387904]", "[0,8]"),
-       "size in bytes overflows 64 bits"},
-      {"shape disagrees with offsets", one("\"F32\"", "[3]", "[0,8]"),
-       "tensor 'a' has shape (3,) F32 (12 bytes) but data_offsets [0, 8] (8 bytes)"},
-      {"f64 read as f32", one("\"F64\"", "[2]", "[0,8]"), "(16 bytes) but data_offsets [0, 8]"},
-      // offsets
-      {"one offset", one("\"F32\"", "[2]", "[8]"), "data_offsets [8], not [begin, end]"},
-      {"negative offset", one("\"F32\"", "[2]", "[-8,0]"),
-       "not [begin, end] with non-negative integers"},
-      {"float offset", one("\"F32\"", "[2]", "[0,8.0]"), "not [begin, end]"},
-      {"end before begin", one("\"F32\"", "[0]", "[8,0]"),
-       "data_offsets [8, 0] that end before they begin"},
-      {"not from 0", one("\"F32\"", "[2]", "[8,16]", 16), "the data does not start at offset 0"},
-      {"overlap", with_a(entry("b", "\"F32\"", "[2]", "[4,12]"), 12),
-       "tensor 'b' has data_offsets [4, 12] that overlap those of tensor 'a' [0, 8]"},
-      {"same offsets", with_a(entry("b", "\"F32\"", "[2]", "[0,8]"), 8), "overlap"},
-      {"gap", with_a(entry("b", "\"F32\"", "[2]", "[12,20]"), 20),
-       "a gap of 4 bytes in the data between tensor 'a' [0, 8] and tensor 'b' [12, 20]"},
-      {"truncated data", ok.substr(0, ok.size() - 3),
-       "tensor 'a' has data_offsets [0, 8] past the end of the data (5 bytes)"},
-      {"offsets far past the data", one("\"F32\"", "[2]", "[1000000,1000008]"),
-       "past the end of the data (8 bytes)"},
-      {"trailing bytes", ok + "abcd", "4 trailing bytes after the tensors' data"},
-      {"data but no tensors", st_file("{}", "x"), "1 trailing byte after"},
-      // metadata
-      {"metadata value a number", st_file(R"({"__metadata__":{"k":1}})"),
-       "metadata 'k' is 1, not a string"},
-      {"metadata value null", st_file(R"({"__metadata__":{"k":null}})"), "metadata 'k' is null"},
-      {"metadata an array", st_file(R"({"__metadata__":[]})"),
-       "'__metadata__' is [], not an object"},
-      {"duplicate metadata", st_file(R"({"__metadata__":{},"__metadata__":{}})"),
-       "duplicate key '__metadata__' in the header"},
-      {"duplicate metadata key", st_file(R"({"__metadata__":{"k":"1","k":"2"}})"),
-       "duplicate key 'k'"},
-  };
-}
-
-TEST(SafeTensors, RejectsMalformedFiles) {
-  for (const BadFile& row : bad_files()) {
-    SCOPED_TRACE(row.label);
-    try {
-      parse_safetensors(row.bytes, "bad.safetensors");
-      ADD_FAILURE() << "no IoError";
-    } catch (const IoError& e) {
-      const std::string m = e.what();
-      EXPECT_TRUE(m.starts_with("bad.safetensors: ")) << m;
-      EXPECT_NE(m.find(row.fragment), std::string::npos) << m;
-      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-    }
-  }
-}
-
-TEST(SafeTensors, RejectsAHeaderOver100MB) {
-  std::string bytes = le64(100'000'001);
-  bytes.resize(8 + 100'000'001, ' ');
-  try {
-    parse_safetensors(bytes, "big.safetensors");
-    ADD_FAILURE() << "no IoError";
-  } catch (const IoError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "big.safetensors: header length 100000001 is over the limit of 100000000 bytes");
-  }
 }
 
 TEST(SafeTensors, ReadErrorsNameThePath) {

@@ -8,10 +8,12 @@
 //               --text / --batches itself, as on machines without a shared filesystem; mpirun's
 //               MPMD form gives each rank its own working folder): exit 1, one line from rank 0
 //               naming rank 1 and the file, --out as it was; a batch that does not split: exit 2
+// A negative control: a run with another clipping threshold is told apart.
 // And in-process: slice_loss weighs slices with ignored targets so that the mean of the ranks'
 // gradients is the whole batch's (no data source yields ignored targets yet; the math must hold).
 // The mpirun cases skip when CMake found no MPI launcher.
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -318,6 +320,25 @@ TEST(TrainMpi, BatchThatDoesNotSplitOverTheRanksExits2) {
   std::vector<std::string> args = tiny({"--text", dir / "text.txt", "--batch", "5"});
   args.insert(args.end(), {"--out", dir / "out"});
   expect_clean_failure(train(2, args), 2, {"--batch 5 does not split over 2 ranks"}, dir / "out");
+}
+
+// A negative control: two runs whose clipping threshold differs by 2e-5 (relative) must not pass
+// for equal, so the 1e-12 above means something (2e-7 already shows at about 1e-12).
+TEST(TrainMpi, TheComparisonSeesATinyDifference) {
+  TempDir dir;
+  spit(dir / "text.txt", repetitive_text());
+  for (const char* clip : {"0.5", "0.50001"}) {
+    std::vector<std::string> args = tiny({"--text", dir / "text.txt", "--grad-clip", clip});
+    args.insert(args.end(), {"--out", dir / clip});
+    ASSERT_EQ(train(1, args).status, 0);
+  }
+  testing::TestPartResultArray failures;
+  {
+    testing::ScopedFakeTestPartResultReporter intercept(
+        testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    expect_same_run(dir / "0.50001", dir / "0.5");
+  }
+  EXPECT_GT(failures.size(), 0);
 }
 
 // One process, two slices: (1 / N) sum_r grad(backprop_r) must be the gradient of the whole

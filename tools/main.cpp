@@ -1,4 +1,4 @@
-// The `tapegrad` command-line program: demo, attention, check, train, sample.
+// The `tapegrad` command-line program: demo, attention, check, train, sample, inspect.
 // Exit status: 0 success, 1 a failed check or a bad input file, 2 bad command-line usage.
 // Under mpirun (`mpirun -np N tapegrad train ...`) every rank runs this; rank 0 alone prints.
 
@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   CLI::App* train = tg::add_train_command(app, train_args);
   tg::SampleArgs sample_args;
   tg::add_sample_command(app, sample_args);
+  tg::InspectArgs inspect_args;
+  tg::add_inspect_command(app, inspect_args);
 
   try {
     app.parse(argc, argv);
@@ -109,7 +111,8 @@ int main(int argc, char** argv) {
   }
 
   if (app.get_subcommands().empty()) {
-    err << "tapegrad: a subcommand is required: demo, attention, check, train or sample "
+    err << "tapegrad: a subcommand is required: demo, attention, check, train, sample or "
+           "inspect "
            "(see tapegrad --help)\n";
     return 2;
   }
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
       tg::run_sample(sample_args, std::cout);
       return 0;
     }
+    if (app.got_subcommand("inspect")) return tg::run_inspect(inspect_args, std::cout);
     args.options.scale = !no_scale;
     args.options.need_weights = !no_weights;
     args.dtype = dtype == "f32" ? tg::Dtype::f32 : tg::Dtype::f64;

@@ -131,4 +131,19 @@ CLI::App* add_sample_command(CLI::App& app, SampleArgs& a) {
   return s;
 }
 
+CLI::App* add_inspect_command(CLI::App& app, InspectArgs& a) {
+  auto* s = app.add_subcommand(
+      "inspect", "Show a trained layer's attention (heatmaps, induction scores) and check it");
+  s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  s->add_option("--ckpt", a.ckpt, "Folder with model.safetensors (a model without biases)")
+      ->required();
+  s->add_option("--layer", a.layer, "The layer, from 0 (default: the last)")
+      ->check(int_at_least(0));
+  s->add_option("--tokens", a.tokens, "Token ids, comma-separated (default: a repeated sequence "
+                                      "of block_size tokens)")
+      ->delimiter(',');
+  s->add_flag("--check", a.check, "Also run the attention-invariant checker on the layer");
+  return s;
+}
+
 }  // namespace tg

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/inspect_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace tg {
@@ -16,5 +17,8 @@ void finish_train_args(const CLI::App& train, TrainArgs& args, int argc, char** 
 
 /// Adds `sample` to app, its flags parsed into args.
 CLI::App* add_sample_command(CLI::App& app, SampleArgs& args);
+
+/// Adds `inspect` to app, its flags parsed into args.
+CLI::App* add_inspect_command(CLI::App& app, InspectArgs& args);
 
 }  // namespace tg

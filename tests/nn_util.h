@@ -1,0 +1,52 @@
+#pragma once
+// What the nn suites share: a tiny GPT configuration, token tensors, and random weights larger
+// than the init.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/gpt.h"
+
+namespace tg::test {
+
+inline nn::GPTConfig tiny(bool bias = true, bool attention_only = false) {
+  nn::GPTConfig c;
+  c.vocab_size = 5;
+  c.block_size = 4;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 4;
+  c.bias = bias;
+  c.attention_only = attention_only;
+  c.dtype = Dtype::f64;
+  return c;
+}
+
+inline Tensor tokens(const std::vector<int64_t>& v, int64_t B, int64_t T) {
+  return from_indices(v, {B, T});
+}
+
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// Weights larger than the init (LayerNorm weights around 1), so every path carries a visible
+// signal and gradient.
+inline NamedTensors random_state(const nn::Module& model, Rng& rng) {
+  NamedTensors state;
+  for (const auto& [name, p] : model.named_parameters()) {
+    std::vector<double> v = randn(p.shape(), rng, Dtype::f64, 0.5).to_vector();
+    if (name.find("ln_") != std::string::npos && name.ends_with(".weight"))
+      for (double& x : v) x += 1.0;
+    state.emplace_back(name, from_vector(v, p.shape(), p.dtype()));
+  }
+  return state;
+}
+
+}  // namespace tg::test
