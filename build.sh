@@ -2,21 +2,24 @@
 # One command from a fresh Debian 12 machine to a running tapegrad:
 #   ./build.sh demo   install what is missing, build (Release), run `tapegrad demo`
 #   ./build.sh test   install what is missing, build (Release), run every test
+#   ./build.sh train  install what is missing, build (Release), train nanoGPT's CPU recipe on
+#                     the English text of Debian's `fortunes` package for a few minutes, sample
 #   ./build.sh asan   the same tests built with AddressSanitizer + UBSan
 set -euo pipefail
 cd "$(dirname "$0")"
 
 mode="${1:-demo}"
 case "$mode" in
-  demo | test) preset=release ;;
+  demo | test | train) preset=release ;;
   asan) preset=asan ;;
-  *) echo "usage: ./build.sh [demo|test|asan]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [demo|test|train|asan]" >&2; exit 2 ;;
 esac
 
 # Debian packages the build and the tests need; only the missing ones are installed.
 packages=(cmake ninja-build g++ libeigen3-dev libblis-openmp-dev libcli11-dev libgtest-dev libbenchmark-dev
           nlohmann-json3-dev python3 python3-numpy python3-torch libopenblas0-pthread
           openmpi-bin libopenmpi-dev)
+[ "$mode" = train ] && packages+=(fortunes)  # the training text
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,5 +37,15 @@ cmake --build --preset "$preset"
 
 if [ "$mode" = demo ]; then
   exec ./build/release/tools/tapegrad demo
+fi
+if [ "$mode" = train ]; then
+  # Every fortune file of the package, one text (2.5 MB of English), char level; the model and
+  # optimizer flags are tapegrad train's defaults: nanoGPT's CPU recipe for shakespeare_char.
+  find /usr/share/games/fortunes -type f ! -name '*.dat' | sort | xargs cat > build/fortunes.txt
+  ./build/release/tools/tapegrad train --text build/fortunes.txt --out build/fortunes_model
+  echo "build.sh: a sample from the model (build/fortunes_model; loss plot in loss.svg):" >&2
+  ./build/release/tools/tapegrad sample --ckpt build/fortunes_model --prompt "The " --tokens 400
+  echo
+  exit 0
 fi
 ctest --preset "$preset" -j 2

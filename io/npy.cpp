@@ -6,21 +6,15 @@
 //           padded with spaces and ending in '\n' (latin-1 for 1.0 and 2.0, utf-8 for 3.0),
 //   data:   exactly prod(shape) * itemsize bytes, nothing after them.
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
-#include <cerrno>
 #include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
+
+#include "io/file_util.h"
 
 namespace tg {
 
@@ -30,6 +24,10 @@ static_assert(
     "little-endian host");
 
 namespace {
+
+using detail::printable;
+using detail::read_file;
+using detail::TempFile;
 
 constexpr std::string_view kMagic("\x93NUMPY", 6);
 constexpr std::size_t kAlign = 64;  // numpy starts the data at a multiple of 64 bytes
@@ -41,27 +39,6 @@ bool is_letter(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') 
 
 [[noreturn]] void fail(const std::string& name, const std::string& problem) {
   throw IoError(name + ": " + problem);
-}
-
-std::string errno_text(int err) { return std::system_category().message(err); }
-
-// Text from the file, made safe for a one-line message: control and non-ASCII bytes as \xNN,
-// long text cut short.
-std::string printable(std::string_view s) {
-  constexpr std::size_t kMaxShown = 60;
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  if (s.size() > kMaxShown) out += "...";
-  return out;
 }
 
 // One value of the header, in the subset of Python literal syntax that numpy writes.
@@ -319,20 +296,6 @@ int64_t data_bytes(const NpyHeader& h, const std::string& name) {
   return empty ? 0 : bytes;
 }
 
-std::string read_file(const std::string& path) {
-  struct Close {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  const std::unique_ptr<std::FILE, Close> f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path, "cannot open: " + errno_text(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, f.get()))
-    bytes.append(buffer, n);
-  if (std::ferror(f.get())) fail(path, "cannot read: " + errno_text(errno));
-  return bytes;
-}
-
 // Magic, version, header length, then the dict padded with spaces and ended by '\n' so that
 // the data starts at a multiple of 64 bytes, as numpy does. Version 2.0 only when the header
 // would not fit a 16-bit length (it always fits for rank <= 4).
@@ -360,55 +323,6 @@ std::string npy_preamble(const Tensor& t) {
   out += '\n';
   return out;
 }
-
-// A temporary file beside `target`, renamed over it by commit(); removed if never committed.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : target_(target) {
-    static std::atomic<unsigned> counter{0};
-    for (int attempt = 0; fd_ < 0; ++attempt) {
-      path_ = target + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-      // open() applies the umask, so the file gets the permissions any new file would get.
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && (errno != EEXIST || attempt == 100))
-        fail(target_, "cannot write: " + errno_text(errno));
-    }
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write(const void* data, std::size_t size) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, p, size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(target_, "cannot write: " + errno_text(errno));
-      p += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-
-  // fsync first: after a crash the target holds the old file or the whole new one.
-  void commit() {
-    if (::fsync(fd_) != 0) fail(target_, "cannot write: " + errno_text(errno));
-    const int closed = ::close(fd_);
-    fd_ = -1;
-    if (closed != 0) fail(target_, "cannot write: " + errno_text(errno));
-    if (std::rename(path_.c_str(), target_.c_str()) != 0)
-      fail(target_, "cannot replace the file: " + errno_text(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string target_;
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace
 

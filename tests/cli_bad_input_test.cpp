@@ -1,5 +1,5 @@
-// `tapegrad attention` on bad input, as a user runs it: 32 cases (missing, malformed and
-// non-finite files, wrong shapes, bad flags) each exit 1 or 2 with one line on stderr naming the
+// `tapegrad attention` on bad input, as a user runs it: each case (missing, malformed and
+// non-finite files, wrong shapes, bad flags) exits 1 or 2 with one line on stderr naming the
 // problem, and no output file at all.
 
 #include <gtest/gtest.h>

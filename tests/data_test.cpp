@@ -56,21 +56,24 @@ TEST(Uniform, RejectsTheBiasedTail) {
 
 // ---- tokenizer ------------------------------------------------------------------------------
 
-TEST(CharTokenizer, VocabularyIsTheSortedSetOfBytes) {
+TEST(CharTokenizer, VocabularyIsTheSortedSetOfCharacters) {
   const CharTokenizer tok = CharTokenizer::from_text("hello world\nbye");
   EXPECT_EQ(tok.vocab(), "\n bdehlorwy");
   EXPECT_EQ(tok.size(), 11);
   EXPECT_EQ(tok.encode("hello"), (std::vector<int64_t>{5, 4, 6, 6, 7}));
-  // Bytes sort as unsigned: UTF-8 bytes come after ASCII.
-  EXPECT_EQ(CharTokenizer::from_text("\xc3\xa9z").vocab(), "z\xa9\xc3");
+  // Characters are code points, in code point order: 'z' (U+007A), 'é' (U+00E9), 'ł' (U+0142).
+  const CharTokenizer utf8 = CharTokenizer::from_text("\xc5\x82\xc3\xa9z\xc3\xa9");
+  EXPECT_EQ(utf8.vocab(), "z\xc3\xa9\xc5\x82");
+  EXPECT_EQ(utf8.size(), 3);
+  EXPECT_EQ(utf8.encode("\xc5\x82\xc3\xa9z"), (std::vector<int64_t>{2, 1, 0}));
 }
 
 TEST(CharTokenizer, RoundTripsAndRestoresFromItsVocabulary) {
   const std::string text = "First Citizen:\nBefore we proceed any further, hear me.\n\xc3\xa9\x01";
   const CharTokenizer tok = CharTokenizer::from_text(text);
   const std::vector<int64_t> ids = tok.encode(text);
-  ASSERT_EQ(ids.size(), text.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(tok.vocab()[ids[i]], text[i]) << i;
+  ASSERT_EQ(ids.size(), text.size() - 1);  // 'é' is one character of two bytes
+  for (std::size_t i = 0; i + 3 < ids.size(); ++i) EXPECT_EQ(tok.vocab()[ids[i]], text[i]) << i;
   EXPECT_EQ(tok.decode(ids), text);
   EXPECT_EQ(CharTokenizer::from_vocab(tok.vocab()).encode(text), ids);
   // A saved vocabulary keeps its own order.
@@ -81,14 +84,18 @@ TEST(CharTokenizer, RejectsBadInput) {
   const CharTokenizer tok = CharTokenizer::from_text("abc ");
   expect_rows({
       {"unknown char", throws<ValueError>([&] { tok.encode("ab z"); }),
-       "CharTokenizer::encode: character 'z' at position 3 is not in the vocabulary (4 "
+       "CharTokenizer::encode: character 'z' at byte 3 is not in the vocabulary (4 "
        "characters)"},
-      {"newline", throws<ValueError>([&] { tok.encode("a\n"); }), "character '\\n' at position 1"},
+      {"newline", throws<ValueError>([&] { tok.encode("a\n"); }), "character '\\n' at byte 1"},
       {"nul byte", throws<ValueError>([&] { tok.encode(std::string("\0", 1)); }),
-       "character '\\x00' at position 0"},
-      {"utf-8 byte", throws<ValueError>([&] { tok.encode("ab\xc3\xa9"); }),
-       "character '\\xc3' at position 2"},
-      {"quote", throws<ValueError>([&] { tok.encode("'"); }), "character '\\'' at position 0"},
+       "character '\\x00' at byte 0"},
+      {"utf-8 char", throws<ValueError>([&] { tok.encode("ab\xc3\xa9"); }),
+       "character '\xc3\xa9' (U+00E9) at byte 2"},
+      {"not utf-8", throws<ValueError>([&] { tok.encode("ab\xa9"); }),
+       "the text is not valid UTF-8 at byte 2 ('\\xa9')"},
+      {"not utf-8 text", throws<ValueError>([] { CharTokenizer::from_text("a\xc3"); }),
+       "not valid UTF-8 at byte 1"},
+      {"quote", throws<ValueError>([&] { tok.encode("'"); }), "character '\\'' at byte 0"},
       {"id too large", throws<ValueError>([&] { tok.decode({0, 4}); }),
        "CharTokenizer::decode: id 4 at index 1 is outside the vocabulary [0, 4)"},
       {"negative id", throws<ValueError>([&] { tok.decode({-1}); }), "id -1 at index 0"},
@@ -96,7 +103,7 @@ TEST(CharTokenizer, RejectsBadInput) {
       {"empty vocab", throws<ValueError>([] { CharTokenizer::from_vocab(""); }),
        "the vocabulary is empty"},
       {"repeated vocab", throws<ValueError>([] { CharTokenizer::from_vocab("abca"); }),
-       "repeats the character 'a' (positions 0 and 3)"},
+       "repeats the character 'a' (ids 0 and 3)"},
   });
 }
 
@@ -184,7 +191,7 @@ TEST(TextData, RejectsSplitsShorterThanAWindow) {
       {"zero batch", sample(Split::train, 0, 4), "batch size 0 and block size 4"},
       {"zero block", sample(Split::train, 1, 0), "must both be at least 1"},
       {"char outside", throws<ValueError>([] { TextData("abz", CharTokenizer::from_text("ab")); }),
-       "character 'z' at position 2"},
+       "character 'z' at byte 2"},
   });
   EXPECT_NO_THROW(data.sample(Split::val, 1, 1, rng));
   EXPECT_NO_THROW(data.sample(Split::train, 1, 17, rng));

@@ -79,6 +79,9 @@ struct Graph {
   }
 };
 
+// The batch axes of a matmul operand: all but the last two.
+Shape batch_of(const Shape& s);
+
 // Evaluates the graph on `xs` (one tensor per leaf): the function gradcheck sees.
 std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& xs);
 

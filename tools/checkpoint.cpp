@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "data/tokenizer.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 
@@ -98,8 +99,14 @@ ModelFile parse_model(std::string_view bytes, const std::string& path) {
     throw IoError(path + ": no tapegrad.config in the metadata (not written by tapegrad train)");
   m.config = parse_config(config->second, path);
   if (const auto v = st.metadata.find("tapegrad.vocab"); v != st.metadata.end()) {
-    if (static_cast<int64_t>(v->second.size()) != m.config.vocab_size)
-      throw IoError(path + ": tapegrad.vocab has " + std::to_string(v->second.size()) +
+    int64_t chars = 0;
+    try {
+      chars = data::CharTokenizer::from_vocab(v->second).size();
+    } catch (const ValueError& e) {
+      throw IoError(path + ": tapegrad.vocab: " + e.what());
+    }
+    if (chars != m.config.vocab_size)
+      throw IoError(path + ": tapegrad.vocab has " + std::to_string(chars) +
                     " characters but vocab_size is " + std::to_string(m.config.vocab_size));
     m.vocab = v->second;
   }

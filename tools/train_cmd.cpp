@@ -231,8 +231,8 @@ Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
                        " rows, but --batch " + std::to_string(a.batch));
   }
   check_batch_splits(run.data->batch_size(), ranks);
-  run.config = model_config(a, run.data->vocab() ? static_cast<int64_t>(run.data->vocab()->size())
-                                                 : a.vocab);
+  run.config = model_config(
+      a, run.data->vocab() ? data::CharTokenizer::from_vocab(*run.data->vocab()).size() : a.vocab);
   if (model_file && model_file->vocab && run.data->kind() != TrainData::Kind::text)
     throw UsageError(flags.resume + " holds a text model; resume it with --text");
 
