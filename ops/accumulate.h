@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops/op_util.h"
 
@@ -40,18 +41,19 @@ Accum<T> accumulate(const T* x, int64_t n, bool square = false) {
   }
 }
 
-/// y[c] = sum_r x[r * cols + c]: the column sums of a row-major (rows, cols) block, accumulated
-/// in Accum<T>.
+/// y[c] = scale * sum_r x[r * cols + c]: the column sums of a row-major (rows, cols) block,
+/// accumulated (and scaled) in Accum<T>.
 template <class T>
-void sum_rows(const T* x, int64_t rows, int64_t cols, T* y) {
+void sum_rows(const T* x, int64_t rows, int64_t cols, T* y, Accum<T> scale = 1) {
   if (cols == 1) {
-    y[0] = static_cast<T>(accumulate(x, rows));
+    y[0] = static_cast<T>(scale * accumulate(x, rows));
     return;
   }
   if constexpr (std::is_same_v<T, Accum<T>>) {
     auto acc = MapArr<T>(y, cols);
     acc.setZero();
     for (int64_t r = 0; r < rows; ++r) acc += CMapArr<T>(x + r * cols, cols);
+    if (scale != 1) acc *= scale;
   } else {  // kColumns columns at a time, so the accumulator lives on the stack
     constexpr int64_t kColumns = 1024;
     Accum<T> acc[kColumns];
@@ -62,9 +64,39 @@ void sum_rows(const T* x, int64_t rows, int64_t cols, T* y) {
         const T* row = x + r * cols + c;
         for (int64_t j = 0; j < m; ++j) acc[j] += row[j];
       }
-      std::copy(acc, acc + m, y + c);
+      for (int64_t j = 0; j < m; ++j) y[c + j] = static_cast<T>(scale * acc[j]);
     }
   }
+}
+
+/// A reduction along one axis: X seen as (outer, n, inner), the output's shape, and the shape
+/// with the axis kept as 1 (what the derivative broadcasts back from).
+struct AxisReduction {
+  Shape out, kept;
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+/// Throws ShapeError naming `op` for a bad axis.
+inline AxisReduction axis_reduction(const Shape& s, int axis, bool keepdim, const char* op) {
+  const int ax = normalize_axis(axis, s, op);
+  AxisReduction r;
+  std::vector<int64_t> kept = s.vec(), dropped;
+  kept[ax] = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    if (i != ax) dropped.push_back(s[i]);
+  r.kept = Shape(kept);
+  r.out = keepdim ? r.kept : Shape(dropped);
+  for (int i = 0; i < ax; ++i) r.outer *= s[i];
+  for (int i = ax + 1; i < s.rank(); ++i) r.inner *= s[i];
+  r.n = s[ax];
+  return r;
+}
+
+/// y = scale * the sums of x over the reduction's axis.
+template <class T>
+void sum_axis(const T* x, const AxisReduction& r, T* y, Accum<T> scale = 1) {
+  for (int64_t o = 0; o < r.outer; ++o)
+    sum_rows(x + o * r.n * r.inner, r.n, r.inner, y + o * r.inner, scale);
 }
 
 }  // namespace tg::detail

@@ -5,6 +5,7 @@
 #include "ops/mean.h"
 
 #include "autograd/node.h"
+#include "ops/accumulate.h"
 #include "ops/broadcast_to.h"
 #include "ops/op_util.h"
 #include "ops/reshape.h"
@@ -17,7 +18,7 @@ Tensor mean(const Tensor& X, const std::source_location& where) {
   const int64_t n = X.numel();
   Tensor Y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    const double s = detail::CMapArr<T>(X.data<T>(), n).template cast<double>().sum();
+    const double s = detail::accumulate(X.data<T>(), n);
     Y.data<T>()[0] = static_cast<T>(s / static_cast<double>(n));  // 0 / 0 = NaN when empty
   });
   return record("mean", Y, {X}, where).formula([sX = X.shape(), n](const Tensor& dY) -> Grads {
@@ -27,30 +28,13 @@ Tensor mean(const Tensor& X, const std::source_location& where) {
 
 Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location& where) {
   detail::check_floating("mean", X);
-  const int ax = normalize_axis(axis, X.shape(), "mean");
-  const Shape& s = X.shape();
-  std::vector<int64_t> kept = s.vec(), dropped;
-  kept[ax] = 1;
-  for (int i = 0; i < s.rank(); ++i)
-    if (i != ax) dropped.push_back(s[i]);
-  Tensor Y(keepdim ? Shape(kept) : Shape(dropped), X.dtype());
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= s[i];
-  for (int i = ax + 1; i < s.rank(); ++i) inner *= s[i];
-  const int64_t n = s[ax];
+  const detail::AxisReduction r = detail::axis_reduction(X.shape(), axis, keepdim, "mean");
+  Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    const T* px = X.data<T>();
-    T* py = Y.data<T>();
-    Eigen::Array<double, Eigen::Dynamic, 1> acc(inner);
-    for (int64_t o = 0; o < outer; ++o) {
-      acc.setZero();
-      for (int64_t k = 0; k < n; ++k)
-        acc += detail::CMapArr<T>(px + (o * n + k) * inner, inner).template cast<double>();
-      detail::MapArr<T>(py + o * inner, inner) = (acc / static_cast<double>(n)).template cast<T>();
-    }
+    detail::sum_axis(X.data<T>(), r, Y.data<T>(), detail::Accum<T>(1) / detail::Accum<T>(r.n));
   });
   return record("mean", Y, {X}, where)
-      .formula([sX = s, kept = Shape(kept), n](const Tensor& dY) -> Grads {
+      .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
       });
 }
