@@ -8,13 +8,7 @@
 #include <new>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TG_ASAN 1
-#endif
-#endif
+#include "autograd/sanitizers.h"
 #if defined(TG_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif

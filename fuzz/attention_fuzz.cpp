@@ -13,8 +13,6 @@
 // and loss = 0.5 * sum(Y^2); either way no staging folder is left beside the out dir. Anything
 // else (another exception type, a crash, a sanitizer report) aborts.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -34,13 +32,18 @@
 #include <vector>
 
 #include "autograd/storage.h"
+#include "fuzz/fuzz_util.h"
 #include "ops/causal_attention.h"
 #include "tools/commands.h"
 #include "io/npy.h"
 
+const char tg::fuzz::kTarget[] = "attention_fuzz";
+
 namespace {
 
 namespace fs = std::filesystem;
+using tg::fuzz::bug;
+using tg::fuzz::write_file;
 
 constexpr std::string_view kSep = "|npy|";
 constexpr const char* kNames[] = {"X", "W_Q", "W_K", "W_V", "W_O"};
@@ -49,33 +52,6 @@ constexpr double kRopeBases[] = {10000.0, 100.0, 2.0, 1.0, 0.5, 0.0, -10.0,
 // Inputs whose attention would be large are skipped, so that every unit stays fast.
 constexpr int64_t kMaxNumel = 1 << 16;
 constexpr int64_t kMaxWeights = 1 << 16;  // B * H * T * T
-
-fs::path g_root;  // this process's scratch folder
-
-[[noreturn]] void bug(const std::string& what) {
-  std::fprintf(stderr, "attention_fuzz: BUG: %s\n", what.c_str());
-  std::abort();
-}
-
-void remove_root() {
-  std::error_code ec;
-  if (!g_root.empty()) fs::remove_all(g_root, ec);
-}
-
-// $TG_FUZZ_TMPDIR, else /dev/shm (write_npy fsyncs every file: free on tmpfs), else the system
-// temp folder.
-fs::path scratch_base() {
-  if (const char* env = std::getenv("TG_FUZZ_TMPDIR"); env && *env) return env;
-  std::error_code ec;
-  if (fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0) return "/dev/shm";
-  return fs::temp_directory_path();
-}
-
-void write_file(const fs::path& path, std::string_view bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!f) bug("cannot write the scratch file " + path.string());
-}
 
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
@@ -93,9 +69,8 @@ std::set<std::string> files_in(const fs::path& dir) {
 void check_message(const char* what, const char* type) {
   const std::string_view m(what);
   if (m.empty()) bug(std::string(type) + " with an empty message");
-  for (const char ch : m)
-    if (const auto c = static_cast<unsigned char>(ch); c < 0x20 || c == 0x7f)
-      bug(std::string(type) + " message is not one printable line: " + std::string(m));
+  if (!tg::fuzz::one_printable_line(m))
+    bug(std::string(type) + " message is not one printable line: " + std::string(m));
 }
 
 std::vector<std::string_view> split_payloads(std::string_view rest) {
@@ -205,10 +180,7 @@ void check_outputs(const fs::path& out, const Plan& plan, tg::Dtype dtype) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tg::set_num_threads(1);  // deterministic and cheap; threads are thread_test's business
-  std::string tmpl = (scratch_base() / "tg_attention_fuzz.XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) bug("mkdtemp failed for " + tmpl);
-  g_root = tmpl;
-  std::atexit(remove_root);
+  tg::fuzz::scratch_root();
   return 0;
 }
 
@@ -232,7 +204,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (!plan_run(parts, args.options.heads, plan)) return -1;  // too large: not worth the time
   if (plan) plan->window = args.options.window;
 
-  const fs::path in = g_root / "in", out = g_root / "out";
+  const fs::path& root = tg::fuzz::scratch_root();
+  const fs::path in = root / "in", out = root / "out";
   std::error_code ec;
   fs::remove_all(in, ec);
   fs::remove_all(out, ec);
@@ -271,7 +244,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (!plan) bug("run_attention succeeded on inputs that should not parse");
     check_outputs(out, *plan, args.dtype);
   }
-  for (const std::string& name : files_in(g_root))  // the staging folder beside out is gone
+  for (const std::string& name : files_in(root))  // the staging folder beside out is gone
     if (name != "in" && name != "out") bug("run_attention left " + name + " beside the out dir");
   // Hand the cached buffers back to malloc: ASan then sees every free, and a long run's memory
   // does not grow with the many distinct sizes the fuzzer tries (the cache keeps up to 4 GB).

@@ -6,32 +6,13 @@ that the reader must reject; the fuzzer mutates them. The generated files are co
 this only after changing it:  python3 fuzz/make_safetensors_corpus.py
 """
 
-import json
 import os
 import shutil
 import struct
 
+from safetensors_bytes import safetensors
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-FORMATS = {"F32": "<%df", "F64": "<%dd", "I64": "<%dq"}
-
-
-def safetensors(tensors, metadata=None, header=None, data=None, pad=True):
-    """tensors: [(name, dtype, shape, values)] in data order; header/data override the result."""
-    entries, chunks, offset = {}, [], 0
-    for name, dtype, shape, values in tensors:
-        chunk = struct.pack(FORMATS[dtype] % len(values), *values)
-        entries[name] = {"dtype": dtype, "shape": list(shape),
-                         "data_offsets": [offset, offset + len(chunk)]}
-        chunks.append(chunk)
-        offset += len(chunk)
-    if metadata:
-        entries["__metadata__"] = metadata
-    text = header if header is not None else json.dumps(entries, separators=(",", ":"))
-    text = text.encode("utf-8")
-    if pad:
-        text += b" " * (-len(text) % 8)
-    body = data if data is not None else b"".join(chunks)
-    return struct.pack("<Q", len(text)) + text + body
 
 
 def cases():

@@ -7,15 +7,15 @@ must reject with a clear error (the fuzzer mutates them all). The generated file
 so run this only after changing it:  python3 fuzz/make_train_init_corpus.py
 """
 
-import json
 import math
 import os
 import random
 import shutil
 import struct
 
+from safetensors_bytes import safetensors
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-FORMATS = {"F32": "<%df", "F64": "<%dd", "I64": "<%dq"}
 V, T, C = 3, 4, 4
 SHAPES = [
     ("transformer.wte.weight", (V, C)),
@@ -35,23 +35,6 @@ SHAPES = [
     ("transformer.ln_f.weight", (C,)),
     ("transformer.ln_f.bias", (C,)),
 ]
-
-
-def safetensors(tensors, header_edit=None, cut=None):
-    """tensors: [(name, dtype, shape, values)] in data order."""
-    entries, chunks, offset = {}, [], 0
-    for name, dtype, shape, values in tensors:
-        chunk = struct.pack(FORMATS[dtype] % len(values), *values)
-        entries[name] = {"dtype": dtype, "shape": list(shape),
-                         "data_offsets": [offset, offset + len(chunk)]}
-        chunks.append(chunk)
-        offset += len(chunk)
-    if header_edit:
-        header_edit(entries)
-    text = json.dumps(entries, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    out = struct.pack("<Q", len(text)) + text + b"".join(chunks)
-    return out[:cut] if cut is not None else out
 
 
 def model(dtype="F32", rng=None):
@@ -79,7 +62,7 @@ def cases():
     yield "valid_f32", safetensors(good)
     yield "valid_f64", safetensors(model("F64"))
     yield "with_lm_head", safetensors(good + [("lm_head.weight", "F32", (V, C), good[0][3])])
-    yield "truncated", safetensors(good, cut=-100)
+    yield "truncated", safetensors(good)[:-100]
     yield "wrong_shape", safetensors(replace(good, "transformer.wpe.weight", shape=(2, 8)))
     yield "missing_tensor", safetensors(good[:-1])
     yield "extra_tensor", safetensors(good + [("extra", "F32", (1,), [0.0])])

@@ -4,8 +4,6 @@
 // exception, a crash, a leak or a sanitizer report is a bug.
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -13,30 +11,16 @@
 #include <string_view>
 
 #include "autograd/storage.h"
+#include "fuzz/fuzz_util.h"
 #include "io/safetensors.h"
+
+const char tg::fuzz::kTarget[] = "safetensors_fuzz";
 
 namespace {
 
+using tg::fuzz::bug;
+
 constexpr const char* kName = "fuzz.safetensors";
-
-[[noreturn]] void bug(const std::string& what) {
-  std::fprintf(stderr, "safetensors_fuzz: BUG: %s\n", what.c_str());
-  std::abort();
-}
-
-// The contract of every tg::IoError from the reader (DESIGN.md: "a clear error", one line).
-void check_message(std::string_view m) {
-  const std::string prefix = std::string(kName) + ": ";
-  if (!m.starts_with(prefix))
-    bug("IoError message does not start with the file name: " + std::string(m));
-  if (m.size() == prefix.size()) bug("IoError message has nothing after the file name");
-  for (const char ch : m) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c > 0x7e)
-      bug("IoError message holds a raw control or non-ASCII byte 0x" + std::to_string(c) +
-          " (must be one printable line): " + std::string(m));
-  }
-}
 
 std::size_t bytes_of(const tg::Tensor& t) {
   return static_cast<std::size_t>(t.numel()) * tg::dtype_size(t.dtype());
@@ -88,16 +72,6 @@ void check_result(const tg::SafeTensors& st, std::size_t input_size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  try {
-    const tg::SafeTensors st = tg::parse_safetensors(bytes, kName);
-    check_result(st, size);
-  } catch (const tg::IoError& e) {
-    check_message(e.what());
-  } catch (const std::exception& e) {
-    bug(std::string("unexpected exception (not tg::IoError): ") + e.what());
-  } catch (...) {
-    bug("unexpected non-std exception");
-  }
-  tg::empty_cache();  // every buffer back to malloc, so ASan sees each free
+  tg::fuzz::run_reader([&] { check_result(tg::parse_safetensors(bytes, kName), size); }, kName);
   return 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
-// What the command-line suites share: running a program with its output captured, and the
-// attention configurations with their inputs, outputs and an in-process run of the library.
+// What the command-line suites share: running a program (or a shell command line) with its
+// output captured, a text to train on, and the attention configurations with their inputs,
+// outputs and an in-process run of the library.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -35,11 +36,17 @@ struct Outcome {
   std::string out, err;
 };
 
-// Runs program with args, stdin empty, stdout and stderr captured.
-inline Outcome run(const std::string& program, const std::vector<std::string>& args) {
+// " 'a' 'b'": each argument quoted for the shell, each after a space.
+inline std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s.append(" ").append(quote(a));
+  return s;
+}
+
+// Runs a shell command line, stdin empty, stdout and stderr captured.
+inline Outcome run_shell(const std::string& command) {
   TempDir io;
-  std::string cmd = quote(program);
-  for (const std::string& a : args) cmd.append(" ").append(quote(a));
+  std::string cmd = command;
   cmd.append(" </dev/null >").append(quote((io / "out").string()));
   cmd.append(" 2>").append(quote((io / "err").string()));
   const int raw = std::system(cmd.c_str());
@@ -51,12 +58,31 @@ inline Outcome run(const std::string& program, const std::vector<std::string>& a
   return r;
 }
 
+// Runs program with args, stdin empty, stdout and stderr captured.
+inline Outcome run(const std::string& program, const std::vector<std::string>& args) {
+  return run_shell(quote(program) + joined(args));
+}
+
 inline std::set<std::string> files_in(const fs::path& dir) {
   std::set<std::string> names;
   std::error_code ec;
   if (fs::is_directory(dir, ec))
     for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename());
   return names;
+}
+
+// A repetitive text of a few hundred words for `tapegrad train --text` (fixed, so the vocabulary
+// is known).
+inline std::string repetitive_text() {
+  const char* words[] = {"the cat sat on the mat. ", "a dog ran to the park. ",
+                         "hello world, hello tapegrad. "};
+  std::string text;
+  uint64_t state = 12345;
+  for (int i = 0; i < 300; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    text += words[(state >> 33) % 3];
+  }
+  return text;
 }
 
 // ---- attention inputs and outputs ---------------------------------------------------------

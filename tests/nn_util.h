@@ -13,16 +13,8 @@
 namespace tg::test {
 
 inline nn::GPTConfig tiny(bool bias = true, bool attention_only = false) {
-  nn::GPTConfig c;
-  c.vocab_size = 5;
-  c.block_size = 4;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 4;
-  c.bias = bias;
-  c.attention_only = attention_only;
-  c.dtype = Dtype::f64;
-  return c;
+  return {.vocab_size = 5, .block_size = 4, .n_layer = 2, .n_head = 2, .n_embd = 4, .bias = bias,
+          .attention_only = attention_only, .dtype = Dtype::f64};
 }
 
 inline Tensor tokens(const std::vector<int64_t>& v, int64_t B, int64_t T) {

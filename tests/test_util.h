@@ -17,16 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/sanitizers.h"  // TG_ASAN
 #include "autograd/tensor.h"
-
-// TG_ASAN is defined when AddressSanitizer instruments this build (gcc and clang).
-#if defined(__SANITIZE_ADDRESS__)
-#define TG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TG_ASAN 1
-#endif
-#endif
 
 namespace tg::test {
 

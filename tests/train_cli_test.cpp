@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_util.h"
 #include "data/tokenizer.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
@@ -33,77 +33,15 @@ namespace tg {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Outcome;
+using test::repetitive_text;
+using test::slurp;
+using test::spit;
+using test::TempDir;
 
 const std::string kExe = TAPEGRAD_EXE;
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("tapegrad_train_test_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Outcome {
-  int status = -1;
-  bool crashed = false;
-  std::string out, err;
-};
-
-Outcome run(const std::vector<std::string>& args) {
-  TempDir io;
-  std::string cmd = quote(kExe);
-  for (const std::string& a : args) cmd.append(" ").append(quote(a));
-  cmd.append(" </dev/null >").append(quote(io / "out")).append(" 2>").append(quote(io / "err"));
-  const int raw = std::system(cmd.c_str());
-  Outcome r;
-  r.crashed = raw == -1 || !WIFEXITED(raw) || WEXITSTATUS(raw) >= 128;
-  if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
-
-// A repetitive text of a few hundred words (fixed, so the vocabulary is known).
-std::string repetitive_text() {
-  const char* words[] = {"the cat sat on the mat. ", "a dog ran to the park. ",
-                         "hello world, hello tapegrad. "};
-  std::string text;
-  uint64_t state = 12345;
-  for (int i = 0; i < 300; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    text += words[(state >> 33) % 3];
-  }
-  return text;
-}
+Outcome run(const std::vector<std::string>& args) { return test::run(kExe, args); }
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
@@ -244,7 +182,7 @@ TEST(TrainCli, InterruptedRunResumesExactly) {
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(err);
   ASSERT_EQ(WEXITSTATUS(status), 130) << "the run ended before Ctrl-C reached it?\n" << slurp(err);
-  EXPECT_NE(slurp(err).find("--resume " + (dir / "stopped")), std::string::npos) << slurp(err);
+  EXPECT_NE(slurp(err).find("--resume " + dir.file("stopped")), std::string::npos) << slurp(err);
   const std::size_t done = lines(slurp(dir / "stopped/metrics.csv")).size() - 1;
   EXPECT_GT(done, 0u);
   EXPECT_LT(done, 1500u);
@@ -253,7 +191,7 @@ TEST(TrainCli, InterruptedRunResumesExactly) {
   resume.insert(resume.end(), {"--resume", dir / "stopped"});
   ASSERT_EQ(run(resume).status, 0);
   std::vector<std::string> whole = flags;
-  std::replace(whole.begin(), whole.end(), dir / "stopped", dir / "whole");
+  std::replace(whole.begin(), whole.end(), dir.file("stopped"), dir.file("whole"));
   ASSERT_EQ(run(whole).status, 0);
   EXPECT_EQ(metrics_without_timing(dir / "whole"), metrics_without_timing(dir / "stopped"));
   EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(dir / "stopped/model.safetensors"));
@@ -283,13 +221,8 @@ TEST(SampleCli, DeterministicForASeedAndNamesAForeignCharacter) {
 // Greedy generation with the KV cache (including the crops past block_size) picks the same
 // tokens as a full forward over the cropped context at every step.
 TEST(Sample, GreedyWithCacheEqualsFullForwards) {
-  nn::GPTConfig c;
-  c.vocab_size = 11;
-  c.block_size = 8;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.dtype = Dtype::f64;
+  const nn::GPTConfig c{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                       .dtype = Dtype::f64};
   Rng init(5);
   nn::GPT model(c, init);
   model.eval();
@@ -389,9 +322,7 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
     EXPECT_EQ(r.status, c.status) << r.err;
     EXPECT_NE(r.err.find(c.fragment), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir / "out")) names.insert(e.path().filename());
-    EXPECT_EQ(names, std::set<std::string>{"keep.txt"});
+    EXPECT_EQ(test::files_in(dir / "out"), std::set<std::string>{"keep.txt"});
   }
 }
 

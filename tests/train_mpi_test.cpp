@@ -15,19 +15,17 @@
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "nn/gpt.h"
@@ -37,67 +35,17 @@ namespace tg {
 namespace {
 
 namespace fs = std::filesystem;
+using test::joined;
+using test::Outcome;
+using test::quote;
+using test::repetitive_text;
+using test::slurp;
+using test::spit;
+using test::TempDir;
 
 const std::string kExe = TAPEGRAD_EXE;
 const std::string kMpiexec = TAPEGRAD_MPIEXEC;          // "" without MPI
 const std::string kMpiexecFlags = TAPEGRAD_MPIEXEC_FLAGS;  // --oversubscribe for Open MPI
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("tapegrad_mpi_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string joined(const std::vector<std::string>& args) {
-  std::string s;
-  for (const std::string& a : args) s.append(" ").append(quote(a));
-  return s;
-}
-
-struct Outcome {
-  int status = -1;
-  std::string err;
-};
-
-// Runs a shell command line, stderr captured (stdout dropped).
-Outcome shell(const std::string& command) {
-  TempDir io;
-  const int raw = std::system((command + " </dev/null >/dev/null 2>" + quote(io / "err")).c_str());
-  Outcome r;
-  if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
-  r.err = slurp(io / "err");
-  return r;
-}
 
 // The mpirun prefix for n ranks; -q (Open MPI) keeps its banners out of stderr.
 std::string mpirun(int n) {
@@ -108,23 +56,11 @@ std::string mpirun(int n) {
 
 Outcome train(int ranks, const std::vector<std::string>& args) {
   const std::string exe = quote(kExe) + " train" + joined(args);
-  return shell(ranks == 1 ? exe : mpirun(ranks) + " " + exe);
+  return test::run_shell(ranks == 1 ? exe : mpirun(ranks) + " " + exe);
 }
 
 #define NEED_MPI() \
   if (kMpiexec.empty()) GTEST_SKIP() << "no MPI launcher"
-
-std::string repetitive_text() {
-  const char* words[] = {"the cat sat on the mat. ", "a dog ran to the park. ",
-                         "hello world, hello tapegrad. "};
-  std::string text;
-  uint64_t state = 12345;
-  for (int i = 0; i < 300; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    text += words[(state >> 33) % 3];
-  }
-  return text;
-}
 
 // Columns of metrics.csv per row: step, lr, loss, grad_norm, val_loss, accuracy (the timing
 // columns differ from run to run).
@@ -274,9 +210,7 @@ void expect_clean_failure(const Outcome& r, int status, const std::vector<std::s
   EXPECT_EQ(r.status, status) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(out)) names.insert(e.path().filename());
-  EXPECT_EQ(names, std::set<std::string>{"keep.txt"});
+  EXPECT_EQ(test::files_in(out), std::set<std::string>{"keep.txt"});
   EXPECT_EQ(slurp(out + "/keep.txt"), "mine");
 }
 
@@ -307,7 +241,7 @@ TEST(TrainMpi, BadInputOnRankOneOnlyEndsBothRanksWithOneLine) {
     // MPMD: one rank per working folder (Open MPI's -wdir; MPICH's is -wdir too).
     const std::string cmd = mpirun(1) + " -wdir " + quote(dir / "r0") + " " + exe + " : -np 1 -wdir " +
                             quote(dir / "r1") + " " + exe;
-    expect_clean_failure(shell(cmd), 1, fragments, dir / "out");
+    expect_clean_failure(test::run_shell(cmd), 1, fragments, dir / "out");
   }
 }
 
@@ -344,13 +278,8 @@ TEST(TrainMpi, TheComparisonSeesATinyDifference) {
 // One process, two slices: (1 / N) sum_r grad(backprop_r) must be the gradient of the whole
 // batch's loss, with slices that count different numbers of targets (row 1 has none at all).
 TEST(SliceLoss, IgnoredTargetsWeighAsInTheWholeBatch) {
-  nn::GPTConfig config;
-  config.vocab_size = 7;
-  config.block_size = 5;
-  config.n_layer = 1;
-  config.n_head = 1;
-  config.n_embd = 8;
-  config.dtype = Dtype::f64;
+  const nn::GPTConfig config{.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 1,
+                            .n_embd = 8, .dtype = Dtype::f64};
   Rng rng(3);
   nn::GPT model(config, rng);
   std::vector<int64_t> x(4 * 5), y(4 * 5);

@@ -1,0 +1,15 @@
+# The sources of `tapegrad train`, `sample` and `inspect` (tools/CMakeLists.txt's
+# tapegrad_train_cmds, and fuzz/'s train_init_fuzz, which compiles them with its sanitizers).
+set(TAPEGRAD_TRAIN_CMD_SOURCES
+  train_cmd.cpp
+  train_args.cpp
+  train_data.cpp
+  train_dist.cpp
+  checkpoint.cpp
+  metrics.cpp
+  loss_plot.cpp
+  sample_cmd.cpp
+  inspect_cmd.cpp
+  heatmap.cpp
+)
+list(TRANSFORM TAPEGRAD_TRAIN_CMD_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/tools/)
