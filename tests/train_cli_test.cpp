@@ -127,6 +127,35 @@ TEST(TrainCli, InductionTaskReportsAccuracy) {
   EXPECT_EQ(model.metadata.count("tapegrad.vocab"), 0u);
 }
 
+// `tapegrad inspect` on a model without biases: a heatmap per head and its scores, the checker's
+// report with --check; a model with biases is refused with one line naming why.
+TEST(InspectCli, ShowsEveryHeadAndRunsTheChecker) {
+  TempDir dir;
+  const std::vector<std::string> model = {"--task", "induction", "--vocab", "12", "--block", "12",
+                                          "--layers", "2", "--heads", "2", "--embd", "16",
+                                          "--batch", "4", "--steps", "2", "--eval-every", "0"};
+  // plain: without biases, as the lesson's layer; biased: tapegrad train's default.
+  std::vector<std::string> plain = {"train", "--no-bias"}, biased = {"train"};
+  for (auto* a : {&plain, &biased}) a->insert(a->end(), model.begin(), model.end());
+  plain.insert(plain.end(), {"--out", (dir / "plain").string()});
+  biased.insert(biased.end(), {"--out", (dir / "biased").string()});
+  ASSERT_EQ(run(plain).status, 0);
+  ASSERT_EQ(run(biased).status, 0);
+
+  const Outcome r = run({"inspect", "--ckpt", dir / "plain", "--layer", "1", "--check"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("layer 1 of 2, tokens 0 1 2 3 0 1 2 3 0 1 2 3"), std::string::npos) << r.out;
+  for (const char* head : {"head 0: mean weight on the previous token", "head 1:"})
+    EXPECT_NE(r.out.find(head), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS  causality through autodiff"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+
+  const Outcome bad = run({"inspect", "--ckpt", dir / "biased"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("has biases"), std::string::npos) << bad.err;
+  EXPECT_EQ(lines(bad.err).size(), 1u) << bad.err;
+}
+
 class Resume : public testing::TestWithParam<std::string> {};
 
 TEST_P(Resume, TwoRunsOf25EqualOneOf50) {
