@@ -4,6 +4,7 @@
 
 #include "autograd/error.h"
 #include "autograd/grad_mode.h"
+#include "autograd/grad_ready.h"
 #include "autograd/node.h"
 #include "autograd/storage.h"
 #include "autograd/tensor.h"
@@ -24,6 +25,7 @@
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "dist/reducer.h"
 #include "check/checker.h"
 #include "check/gradcheck.h"
 #include "check/registry.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/grad_ready.h"
 #include "autograd/node.h"
 #include "autograd/pool.h"
 
@@ -265,6 +266,8 @@ struct LeafState {
   TensorImpl* leaf;
   Tensor grad;     // staged: committed to .grad() when the pass succeeds
   int input = -1;  // index among tg::grad's inputs, or -1
+  int uses = 0;    // with a GradReadyScope: edges into this leaf whose node has not run yet
+  bool told = false;  // the GradReadyScope's callback ran for this leaf
 };
 struct Workspace {
   std::vector<NodeState> nodes;
@@ -275,6 +278,7 @@ struct Workspace {
 };
 thread_local Workspace workspace;
 thread_local bool running = false;
+thread_local const GradReadyFn* ready_callback = nullptr;  // the innermost GradReadyScope's callback
 
 // One backward pass. Each reached node's state is found through Node::slot, valid while the
 // pass owns the node (Node::owner): a second thread's pass through the same nodes is refused.
@@ -424,7 +428,10 @@ class Run {
                            " " + dtype_name(g.dtype()) + " for input " + std::to_string(i) +
                            " of shape " + e.shape.str() + " " + dtype_name(e.dtype));
         if (e.leaf) {
-          if (g.defined()) accumulate(leaf(e.leaf.get())->grad, g, create_graph);
+          if (!g.defined() && !on_ready_) continue;
+          LeafState* l = leaf(e.leaf.get());
+          if (g.defined()) accumulate(l->grad, g, create_graph);
+          if (on_ready_ && --l->uses == 0) tell_ready(e.leaf, *l);
           continue;
         }
         NodeState& c = state(e.node.get());
@@ -433,6 +440,21 @@ class Run {
         if (--c.waiting == 0) ready.push_back(e.node.get());
       }
     }
+  }
+
+  // For a GradReadyScope: counts each leaf's uses, so that execute() can tell when the last one
+  // has sent its part. Only backward() calls this (tg::grad commits nothing).
+  void watch_leaves(const GradReadyFn* fn) {
+    on_ready_ = fn;
+    for (const NodeState& st : w_->nodes)
+      for (int i = 0; i < st.node->num_inputs; ++i)
+        if (const Edge& e = st.node->next[i]; e.leaf) ++leaf(e.leaf.get())->uses;
+  }
+  // A leaf whose every use has run: its staged gradient is final for this pass.
+  void tell_ready(const std::shared_ptr<TensorImpl>& t, LeafState& l) {
+    if (!on_ready_ || l.told || !l.grad.defined() || !t->requires_grad) return;
+    l.told = true;
+    (*on_ready_)(Tensor(t), l.grad);
   }
 
  private:
@@ -472,6 +494,7 @@ class Run {
 
   Workspace* w_;
   std::size_t unique_bound_ = 64;
+  const GradReadyFn* on_ready_ = nullptr;
 };
 
 std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
@@ -526,7 +549,12 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
     }
     run.mark_needed();
   }
+  if (!inputs && ready_callback) run.watch_leaves(ready_callback);
   run.execute(retain_graph, create_graph, inputs ? &captured : nullptr);
+  // A leaf that is itself an output has no use below the outputs: its seed is its gradient.
+  if (!inputs && ready_callback)
+    for (const Tensor& y : outputs)
+      if (y.is_leaf()) run.tell_ready(y.impl_ptr(), *run.leaf(y.impl_ptr().get()));
 
   if (inputs) {
     for (std::size_t i = 0; i < inputs->size(); ++i) {
@@ -574,6 +602,13 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
 }
 
 }  // namespace
+
+GradReadyScope::GradReadyScope(GradReadyFn on_ready)
+    : fn_(std::move(on_ready)), previous_(ready_callback) {
+  ready_callback = fn_ ? &fn_ : nullptr;
+}
+
+GradReadyScope::~GradReadyScope() { ready_callback = previous_; }
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
   // A recorded backward refers back to the forward nodes, so create_graph keeps the graph.

@@ -49,6 +49,39 @@ void Communicator::allreduce_sum(float* data, int64_t count) {
   do_allreduce_sum(data, count);
 }
 
+namespace {
+
+// What a blocking collective leaves: a collective that is already done.
+class Done final : public PendingCollective {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> Communicator::start_allreduce_sum(double* data, int64_t count) {
+  check_span(data, count, "start_allreduce_sum");
+  return do_start_allreduce_sum(data, count);
+}
+
+std::unique_ptr<PendingCollective> Communicator::start_allreduce_sum(float* data, int64_t count) {
+  check_span(data, count, "start_allreduce_sum");
+  return do_start_allreduce_sum(data, count);
+}
+
+std::unique_ptr<PendingCollective> Communicator::do_start_allreduce_sum(double* data,
+                                                                        int64_t count) {
+  do_allreduce_sum(data, count);
+  return std::make_unique<Done>();
+}
+
+std::unique_ptr<PendingCollective> Communicator::do_start_allreduce_sum(float* data,
+                                                                        int64_t count) {
+  do_allreduce_sum(data, count);
+  return std::make_unique<Done>();
+}
+
 void Communicator::allreduce_sum(Tensor& t) {
   check_tensor(t, "allreduce_sum", true);
   dispatch(t.dtype(), [&]<class T>() { allreduce_sum(t.data<T>(), t.numel()); });

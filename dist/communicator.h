@@ -46,6 +46,20 @@ class RankError : public std::runtime_error, public tg::Error {
   std::string message_;
 };
 
+/// A collective in flight, from Communicator::start_allreduce_sum. Its buffer must stay alive and
+/// untouched until it is done. Destroying one that is not done waits for it first (a collective
+/// cannot be abandoned: the other ranks take part in it).
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  /// Whether it is done. Under MPI this also moves it on: MPI progresses a nonblocking
+  /// collective only inside MPI calls, so a caller with other work tests now and then. Throws
+  /// nothing.
+  virtual bool test() = 0;
+  /// Returns when it is done. Throws nothing.
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -62,6 +76,13 @@ class Communicator {
   void allreduce_sum(double* data, int64_t count);
   /// The same for float.
   void allreduce_sum(float* data, int64_t count);
+  /// Collective, nonblocking: starts replacing every rank's data[0 .. count) by the elementwise
+  /// sum over ranks and returns; the sum is there when the handle's wait() returns (or test()
+  /// says true). Blocking and nonblocking collectives together must be started in the same order
+  /// on every rank. Throws as allreduce_sum, before starting anything.
+  std::unique_ptr<PendingCollective> start_allreduce_sum(double* data, int64_t count);
+  /// The same for float.
+  std::unique_ptr<PendingCollective> start_allreduce_sum(float* data, int64_t count);
   /// Collective, in place on a float or double tensor (the write bumps its version). Throws
   /// ValueError for an undefined or int64 tensor.
   void allreduce_sum(Tensor& t);
@@ -88,6 +109,10 @@ class Communicator {
   virtual void do_allreduce_sum(double* data, int64_t count) = 0;
   virtual void do_allreduce_sum(float* data, int64_t count) = 0;
   virtual void do_broadcast(void* bytes, int64_t count, int root) = 0;
+  // Nonblocking allreduce. By default the blocking one, then a handle that is already done: a
+  // communicator without nonblocking collectives works the same, only without overlap.
+  virtual std::unique_ptr<PendingCollective> do_start_allreduce_sum(double* data, int64_t count);
+  virtual std::unique_ptr<PendingCollective> do_start_allreduce_sum(float* data, int64_t count);
 
  private:
   void check_root(int root, const char* who) const;

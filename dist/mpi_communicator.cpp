@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <vector>
 
 namespace tg::dist {
 
@@ -24,6 +26,36 @@ void in_pieces(int64_t count, F&& piece) {
     piece(done, n);
     done += n;
   }
+}
+
+// Nonblocking allreduces in flight: MPI's requests, one per piece.
+class MpiPending final : public PendingCollective {
+ public:
+  ~MpiPending() override { wait(); }
+  bool test() override {
+    if (requests_.empty()) return true;
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) requests_.clear();
+    return done != 0;
+  }
+  void wait() override {
+    if (requests_.empty()) return;
+    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+  }
+  std::vector<MPI_Request> requests_;
+};
+
+template <class T>
+std::unique_ptr<PendingCollective> start_sum(T* data, int64_t count, MPI_Datatype type) {
+  auto pending = std::make_unique<MpiPending>();
+  in_pieces(count, [&](int64_t at, int n) {
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, data + at, n, type, MPI_SUM, MPI_COMM_WORLD, &r);
+    pending->requests_.push_back(r);
+  });
+  return pending;
 }
 
 }  // namespace
@@ -73,6 +105,16 @@ void MpiCommunicator::do_allreduce_sum(float* data, int64_t count) {
 void MpiCommunicator::do_broadcast(void* bytes, int64_t count, int root) {
   auto* b = static_cast<char*>(bytes);
   in_pieces(count, [&](int64_t at, int n) { MPI_Bcast(b + at, n, MPI_BYTE, root, MPI_COMM_WORLD); });
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::do_start_allreduce_sum(double* data,
+                                                                           int64_t count) {
+  return start_sum(data, count, MPI_DOUBLE);
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::do_start_allreduce_sum(float* data,
+                                                                           int64_t count) {
+  return start_sum(data, count, MPI_FLOAT);
 }
 
 }  // namespace tg::dist

@@ -29,6 +29,9 @@ class MpiCommunicator final : public Communicator {
   void do_allreduce_sum(double* data, int64_t count) override;
   void do_allreduce_sum(float* data, int64_t count) override;
   void do_broadcast(void* bytes, int64_t count, int root) override;
+  // MPI_Iallreduce (in pieces of at most INT_MAX elements); the handle tests and waits them.
+  std::unique_ptr<PendingCollective> do_start_allreduce_sum(double* data, int64_t count) override;
+  std::unique_ptr<PendingCollective> do_start_allreduce_sum(float* data, int64_t count) override;
 
  private:
   int rank_ = 0;

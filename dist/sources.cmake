@@ -3,6 +3,7 @@
 list(APPEND TAPEGRAD_SOURCES
   dist/communicator.cpp
   dist/data_parallel.cpp
+  dist/reducer.cpp
 )
 if(TAPEGRAD_HAVE_MPI)
   list(APPEND TAPEGRAD_SOURCES dist/mpi_communicator.cpp)

@@ -14,6 +14,7 @@
 
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "dist/reducer.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
   Mlp model(init);
   tg::dist::broadcast_parameters(model, *comm);
   tg::optim::SGD opt(model.named_parameters(), /*lr=*/0.05, /*momentum=*/0.9);
+  // Averages the gradients while backward runs (a bucket's allreduce starts as soon as its
+  // parameters are ready); tg::dist::average_gradients(model, *comm) after backward gives the
+  // same values, without the overlap.
+  tg::dist::GradientReducer reducer(model, *comm);
   tg::Rng data(0);  // the same seed on every rank, so every rank draws the same global batches
 
   double first_loss = 0, loss = 0;
@@ -79,16 +84,18 @@ int main(int argc, char** argv) {
     for (int step = 0; step < kSteps; ++step) {
       tg::Tensor X, Y;
       draw_batch(data, X, Y);
-      // Local work (forward, backward) may fail on one rank; the ranks agree before communicating.
+      // Local work (forward, backward) may fail on one rank; the ranks agree before going on. A
+      // pass that ends in an exception still completes its allreduces, so the ranks stay in step.
       tg::Tensor slice_loss;
       tg::dist::run_agreed(*comm, [&] {
         model.zero_grad();
+        auto pass = reducer.begin();
         tg::Tensor x = tg::narrow(X, 0, first, rows), y = tg::narrow(Y, 0, first, rows);
         tg::Tensor d = tg::sub(model.forward(x), y);  // (rows, 1)
         slice_loss = tg::mean(tg::mul(d, d));         // ()
         slice_loss.backward();
+        pass.finish();  // grads of the global batch's mean loss, on every rank
       });
-      tg::dist::average_gradients(model, *comm);     // grads of the global batch's mean loss
       tg::optim::clip_grad_norm(model.named_parameters(), 1.0);  // same grads: same clipping
       opt.step();
 

@@ -13,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "dist/reducer.h"
 #include "dist_util.h"
 
 namespace tg::dist {
@@ -87,6 +88,69 @@ TEST(BroadcastParameters, RankOnesInitBecomesRankZeros) {
   const NamedTensors want = reference.named_parameters(), got = net.named_parameters();
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_EQ(got[i].second.to_vector(), want[i].second.to_vector()) << got[i].first;
+}
+
+TEST(MpiCommunicator, NonblockingAllreduceSums) {
+  Communicator& comm = *g_comm;
+  std::vector<float> f = {1.0f + comm.rank(), 2.0f};
+  std::vector<double> d = {10.0 * comm.rank()};
+  auto a = comm.start_allreduce_sum(f.data(), 2);
+  auto b = comm.start_allreduce_sum(d.data(), 1);
+  b->wait();
+  a->wait();
+  EXPECT_TRUE(a->test());
+  EXPECT_EQ(f, (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(d, (std::vector<double>{10.0}));
+}
+
+// The overlapped averaging gives average_gradients's values, bit for bit; the buckets of the
+// parameters the backward reaches start during it.
+TEST(GradientReducer, OverlappedMeansAreAverageGradientsBitForBit) {
+  Communicator& comm = *g_comm;
+  const Batch batch = dist_test::make_batch(7);
+  const int64_t rows = kB / comm.size();
+  Net want(1), got(1);
+  dist_test::slice_loss(want, batch, comm.rank() * rows, rows).backward();
+  average_gradients(want, comm);
+  GradientReducer reducer({got.unused, got.fc.weight, got.fc.bias}, comm, 1);
+  for (int pass = 0; pass < 2; ++pass) {
+    got.zero_grad();
+    auto p = reducer.begin();
+    dist_test::slice_loss(got, batch, comm.rank() * rows, rows).backward();
+    p.finish();
+    EXPECT_EQ(got.fc.weight.grad().to_vector(), want.fc.weight.grad().to_vector());
+    EXPECT_EQ(got.fc.bias.grad().to_vector(), want.fc.bias.grad().to_vector());
+    EXPECT_FALSE(got.unused.grad().defined());
+    EXPECT_EQ(reducer.overlapped(), 2);
+  }
+}
+
+// Rank 1 fails before its backward; its pass still completes the allreduces rank 0 started, so
+// both reach agree_on_failure, and the next pass is a normal one.
+TEST(GradientReducer, AnErrorOnRankOneMidPassKeepsTheRanksInStep) {
+  Communicator& comm = *g_comm;
+  const Batch batch = dist_test::make_batch(7);
+  Net net(1);
+  GradientReducer reducer(net, comm, 1);
+  try {
+    run_agreed(comm, [&] {
+      auto pass = reducer.begin();
+      if (comm.rank() == 1) throw ValueError("no batch here");
+      dist_test::slice_loss(net, batch, 0, 6).backward();
+      pass.finish();
+    });
+    ADD_FAILURE() << "no throw";
+  } catch (const RankError& e) {
+    EXPECT_STREQ(e.what(), "rank 1: no batch here");
+  }
+  net.zero_grad();
+  auto pass = reducer.begin();
+  dist_test::slice_loss(net, batch, comm.rank() * 6, 6).backward();
+  pass.finish();
+  Net want(1);
+  dist_test::slice_loss(want, batch, comm.rank() * 6, 6).backward();
+  average_gradients(want, comm);
+  EXPECT_EQ(net.fc.weight.grad().to_vector(), want.fc.weight.grad().to_vector());
 }
 
 TEST(AgreeOnFailure, RankOnesErrorReachesRankZero) {

@@ -30,6 +30,7 @@
 #include <memory>
 
 #include "dist/data_parallel.h"
+#include "dist/reducer.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 #include "ops/causal_attention.h"
@@ -103,6 +104,7 @@ struct Run {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<dist::GradientReducer> reducer;  // averages the gradients over the ranks
   int64_t start = 0;                // updates done before this invocation
   std::vector<MetricsRow> rows;     // one per update done
   double elapsed_before = 0;        // seconds spent by earlier invocations
@@ -300,9 +302,10 @@ EvalResult evaluate(Run& run, dist::Communicator& comm) {
   return finish_eval(sums, run.args.eval_batches);
 }
 
-// Forward and backward of this rank's slice of the next global batch, then the gradients
-// averaged over ranks. Returns the global batch's loss. `interrupted` becomes whether Ctrl-C
-// reached any rank, so that every rank stops after the same update. Collective.
+// Forward and backward of this rank's slice of the next global batch, the gradients averaged
+// over ranks as the backward goes (GradientReducer: a bucket's allreduce starts when its
+// parameters' gradients are ready). Returns the global batch's loss. `interrupted` becomes
+// whether Ctrl-C reached any rank, so that every rank stops after the same update. Collective.
 double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& interrupted) {
   const int rank = comm.rank(), ranks = comm.size();
   const data::Batch batch = run.data->next();  // the whole global batch, on every rank
@@ -310,14 +313,17 @@ double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& int
     run.model->set_seed(rank_dropout_seed(run.args.seed, s, rank));
   double share = 0;
   agreed(comm, [&] {
+    // An exception before finish() still completes the pass's allreduces on this rank, so the
+    // ranks' collectives stay in step until agreed() tells them all.
+    dist::GradientReducer::Pass pass = run.reducer->begin();  // one rank: does nothing
     const SliceLoss part = slice_loss(*run.model, batch, rank, ranks);
     share = part.share;
     if (part.backprop.defined()) part.backprop.backward();
+    pass.finish();
   });
   double sums[2] = {share, g_interrupted ? 1.0 : 0.0};
   if (ranks > 1) comm.allreduce_sum(sums, 2);
   interrupted = sums[1] > 0;
-  dist::average_gradients(*run.model, comm);  // one rank: returns at once
   return sums[0];
 }
 
@@ -338,6 +344,7 @@ int run_train(const TrainArgs& flags, std::ostream& root_err, dist::Communicator
   // Every rank built the same weights from the same seed and bytes; the broadcast makes that a
   // guarantee (and checks that every replica has the same layout).
   if (comm.size() > 1) dist::broadcast_parameters(*run.model, comm);
+  run.reducer = std::make_unique<dist::GradientReducer>(*run.model, comm);
   const TrainArgs& a = run.args;
   const NamedTensors params = run.model->named_parameters();
   // The whole job's tokens per update: the global batch.
