@@ -169,9 +169,14 @@ std::string Tensor::str(int precision) const {
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {
   Tensor t(shape, dtype);
+  const int64_t n = shape.numel();
   dispatch_any(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(value);
+    // +0.0 is all-zero bytes in every element type (-0.0 is not): memset, the fastest fill.
+    if (value == 0.0 && !std::signbit(value))
+      std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(T));
+    else
+      std::fill(p, p + n, static_cast<T>(value));
   });
   return t;
 }

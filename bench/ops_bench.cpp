@@ -58,6 +58,11 @@ double fwd_flops(const tg::OpInfo& op) {
     const double entries = q.numel() / (q[q.rank() - 2] * q[q.rank() - 1]);
     return 2 * entries * tg::bench::matmul_flops(q[q.rank() - 2], q[q.rank() - 1], q[q.rank() - 2]);
   }
+  if (name == "causal_attention_qkv") {
+    const tg::Shape& qkv = s[0];  // (B, T, 3 C): attention of (B, T, C) packed heads
+    const int64_t T = qkv[qkv.rank() - 2], C = qkv[qkv.rank() - 1] / 3;
+    return 2 * (qkv.numel() / (T * 3 * C)) * tg::bench::matmul_flops(T, C, T);
+  }
   return 0;
 }
 

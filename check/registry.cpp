@@ -188,14 +188,16 @@ void causal_attention_cases(Table& t) {
       return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
     };
   };
-  // The same op with no room to keep the weights: its backward recomputes them from lse.
+  // No room to keep the weights while it lives: the backward recomputes them from lse.
+  struct NoKeptWeights {
+    std::size_t saved = detail::attention_weights_limit();
+    NoKeptWeights() { detail::set_attention_weights_limit(0); }
+    ~NoKeptWeights() { detail::set_attention_weights_limit(saved); }
+  };
+  // The same op with no room to keep the weights.
   auto recomputing = [](double sc, int64_t window) {
     return [sc, window](const std::vector<Tensor>& x) {
-      struct Limit {
-        std::size_t saved = detail::attention_weights_limit();
-        Limit() { detail::set_attention_weights_limit(0); }
-        ~Limit() { detail::set_attention_weights_limit(saved); }
-      } limit;
+      NoKeptWeights limit;
       return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
     };
   };
@@ -239,6 +241,22 @@ void causal_attention_cases(Table& t) {
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_heads_composed(x[0], x[1], x[2], 2, 0.8, 1)};
         });
+  // Q, K and V read in place from one packed projection (..., T, 3 H d), one gradient written.
+  auto qkv = [](int64_t heads, double sc, int64_t window) {
+    return [heads, sc, window](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{causal_attention_qkv(x[0], heads, sc, window)};
+    };
+  };
+  t.add("causal_attention_qkv", "two_heads_batched", {{2, 3, 12}}, qkv(2, 0.7, 0));
+  t.add("causal_attention_qkv", "three_heads_2d_window2", {{4, 9}}, qkv(3, 1.0, 2));
+  t.add("causal_attention_qkv", "one_head_T1", {{1, 6}}, qkv(1, 0.5, 0));
+  t.add("causal_attention_qkv", "T70_two_heads_two_blocks", {{70, 12}}, qkv(2, 0.6, 0), fast);
+  t.add("causal_attention_qkv", "T70_weights_recomputed", {{2, 70, 6}},
+        [](const std::vector<Tensor>& x) {
+          NoKeptWeights limit;
+          return std::vector<Tensor>{causal_attention_qkv(x[0], 1, 0.5)};
+        },
+        fast);
   t.add("causal_attention", "composed_reference", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2)};

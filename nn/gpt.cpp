@@ -60,10 +60,10 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Rng& init_rng, Rng&
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
-  const std::vector<Tensor> qkv = split(c_attn(x), n_embd_, -1);  // 3 x (B, T, C)
+  // q, k, v are the thirds of c_attn's output, read in place (no split copied either way)
   const double scale = 1.0 / std::sqrt(static_cast<double>(n_embd_ / n_head_));
-  Tensor y = causal_attention_heads(qkv[0], qkv[1], qkv[2], n_head_, scale);  // (B, T, C)
-  return resid_dropout(c_proj(y));                                            // (B, T, C)
+  Tensor y = causal_attention_qkv(c_attn(x), n_head_, scale);  // (B, T, 3C) -> (B, T, C)
+  return resid_dropout(c_proj(y));                             // (B, T, C)
 }
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache,

@@ -10,6 +10,9 @@
 // every product is one GEMM over all the keys the block sees (masked blocks are skipped whole;
 // only the diagonal block computes entries it then zeroes). Row i always sees itself, so l > 0
 // and lse is finite. The formula (what create_graph records) recomputes the weights with ops.
+// The same kernels serve three layouts (Dims): separate (..., T, d) operands, heads packed along
+// the last axis (causal_attention_heads), and Q, K, V side by side in one (..., T, 3C)
+// projection (causal_attention_qkv), whose backward writes dQ, dK, dV into one gradient.
 
 #include "ops/causal_attention.h"
 
@@ -26,6 +29,7 @@
 #include "ops/gemm.h"
 #include "ops/matmul.h"
 #include "ops/mul.h"
+#include "ops/narrow.h"
 #include "ops/op_util.h"
 #include "ops/permute.h"
 #include "ops/reshape.h"
@@ -59,12 +63,17 @@ template <class T>
 using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
 // N entries (batch x heads) of T rows; Q, K rows hold d values and V, O rows d_v, with row
-// strides ldq (Q, K) and ldv (V, O): d and d_v for (..., T, d) operands, H d and H d_v when H
-// heads are packed along the last axis. Entry n = b H + h starts at row b T, column h d.
+// strides ldq (Q, K), ldv (V) and ldo (O): d, d_v and d_v for (..., T, d) operands; H d, H d_v
+// and H d_v when H heads are packed along the last axis; 3 H d, 3 H d and H d when Q, K and V
+// are read from one (..., T, 3 H d) projection, K starting at column k_col = H d and V at
+// v_col = 2 H d. Entry n = b H + h starts at row b T, column h d (plus k_col, v_col). The
+// gradients dQ, dK, dV share their inputs' layout, dO the output's.
 struct Dims {
-  int64_t N, T, d, dv, H = 1, ldq = 0, ldv = 0;
+  int64_t N, T, d, dv, H = 1, ldq = 0, ldv = 0, ldo = 0, k_col = 0, v_col = 0;
   int64_t q_off(int64_t n) const { return (n / H) * T * ldq + (n % H) * d; }
-  int64_t v_off(int64_t n) const { return (n / H) * T * ldv + (n % H) * dv; }
+  int64_t k_off(int64_t n) const { return q_off(n) + k_col; }
+  int64_t v_off(int64_t n) const { return (n / H) * T * ldv + (n % H) * dv + v_col; }
+  int64_t o_off(int64_t n) const { return (n / H) * T * ldo + (n % H) * dv; }
 };
 
 // Visible key range [lo, hi) of query rows [i0, i1): causal, and the window's left edge.
@@ -172,8 +181,8 @@ void forward_one(const T* q, const T* k, const T* v, T* o, T* lse, T* keep, cons
     // P = softmax(S) over the visible keys, 0 elsewhere
     score_block(q, kt, s, i0, br, lo, n, sc, window, S,
                 [&](int64_t r, T* p, int64_t len) { lse[i0 + r] = softmax_row(p, len); });
-    detail::gemm<T>(S, br, n, n, false, v + lo * s.ldv, n, s.dv, s.ldv, false, o + i0 * s.ldv,
-                    s.ldv);  // O_i = P V
+    detail::gemm<T>(S, br, n, n, false, v + lo * s.ldv, n, s.dv, s.ldv, false, o + i0 * s.ldo,
+                    s.ldo);  // O_i = P V
     if (keep) S += br * n;
   }
 }
@@ -190,8 +199,8 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
   thread_local Vec<T> D;
   D.resize(s.T);
   for (int64_t i = 0; i < s.T; ++i) {
-    const T* a = dout + i * s.ldv;
-    const T* b = o + i * s.ldv;
+    const T* a = dout + i * s.ldo;
+    const T* b = o + i * s.ldo;
     T sum = T(0);
     for (int64_t c = 0; c < s.dv; ++c) sum = detail::madd(a[c], b[c], sum);
     D(i) = sum;
@@ -219,9 +228,9 @@ void backward_one(const T* q, const T* k, const T* v, const T* o, const T* lse, 
                   [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
       P = recomputed;
     }
-    detail::gemm<T>(P, br, n, n, true, dout + i0 * s.ldv, br, s.dv, s.ldv, false,
+    detail::gemm<T>(P, br, n, n, true, dout + i0 * s.ldo, br, s.dv, s.ldo, false,
                     dv + lo * s.ldv, s.ldv, T(1), T(1));  // dV += P^T dO_i
-    detail::gemm<T>(dout + i0 * s.ldv, br, s.dv, s.ldv, false, vt + lo, s.dv, n, s.T, false, dP,
+    detail::gemm<T>(dout + i0 * s.ldo, br, s.dv, s.ldo, false, vt + lo, s.dv, n, s.T, false, dP,
                     n);  // dP = dO_i V^T
     for (int64_t r = 0; r < br; ++r) {  // dS = P * (dP - D_i) scale
       T* ds = dP + r * n;
@@ -254,7 +263,7 @@ void check_inputs(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t win
   s.d = Q.size(-1);
   s.dv = V.size(-1);
   s.ldq = s.d;
-  s.ldv = s.dv;
+  s.ldv = s.ldo = s.dv;
   s.N = 1;
   for (int a = 0; a < Q.rank() - 2; ++a) s.N *= Q.shape()[a];
 }
@@ -286,10 +295,36 @@ void check_packed(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t hea
   s.T = Q.size(-2);
   s.H = heads;
   s.ldq = Q.size(-1);
-  s.ldv = V.size(-1);
+  s.ldv = s.ldo = V.size(-1);
   s.d = s.ldq / heads;
   s.dv = s.ldv / heads;
   s.N = (Q.rank() == 3 ? Q.size(0) : 1) * heads;
+}
+
+// One packed projection (..., T, 3 H d): Q, K and V side by side, each with H heads.
+void check_qkv(const Tensor& QKV, int64_t heads, int64_t window, Dims& s) {
+  detail::check_floating("causal_attention_qkv", QKV);
+  auto shape = [&] { return QKV.shape().str() + " with " + std::to_string(heads) + " heads"; };
+  if (heads < 1)
+    throw ValueError("causal_attention_qkv: heads must be at least 1, got " +
+                     std::to_string(heads));
+  if (QKV.rank() < 2 || QKV.rank() > 3)
+    throw ShapeError("causal_attention_qkv: QKV must be (T, 3 H d) or (B, T, 3 H d), got " +
+                     shape());
+  if (QKV.size(-1) % (3 * heads) != 0)
+    throw ShapeError("causal_attention_qkv: 3 x heads must divide the last axis, got " + shape());
+  if (window < 0)
+    throw ValueError("causal_attention_qkv: window must be at least 1 (0 for none), got " +
+                     std::to_string(window));
+  const int64_t C = QKV.size(-1) / 3;
+  s.T = QKV.size(-2);
+  s.H = heads;
+  s.ldq = s.ldv = 3 * C;
+  s.ldo = C;
+  s.k_col = C;
+  s.v_col = 2 * C;
+  s.d = s.dv = C / heads;
+  s.N = (QKV.rank() == 3 ? QKV.size(0) : 1) * heads;
 }
 
 }  // namespace
@@ -346,59 +381,83 @@ Grads packed_formula(const Tensor& Q, const Tensor& K, const Tensor& V, const Te
   return {merge_heads(g[0], Q), merge_heads(g[1], K), merge_heads(g[2], V)};
 }
 
-// Runs the fused kernels over every entry and records the derivative: `formula` in ops, and the
-// fused backward kernel, which reuses the saved log-sum-exps (and weights, when kept).
-template <class Formula>
-Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, const Dims& s,
-             double sc, int64_t window, Formula formula, const std::source_location& where) {
-  Tensor O(V.shape(), Q.dtype());
-  // Saved for the backward, in one buffer: the row log-sum-exps, then (from a 64-byte boundary)
-  // the weights when one is coming and they fit in the limit; otherwise the backward
-  // recomputes them from Q, K and lse.
-  const int64_t per_entry = weights_per_entry(s.T, window);
+// What the fused forward keeps for the fused backward, in one buffer: the row log-sum-exps,
+// then (from a 64-byte boundary) the weights when a backward is coming and they fit in the
+// limit; otherwise the backward recomputes them from Q, K and lse.
+struct Kept {
+  Tensor buf;
+  bool weights = false;
+  int64_t lse_n = 0, per_entry = 0;
+};
+
+// O = the attention of every entry, Q, K and V read at the offsets and strides of `s` (they
+// may be one tensor: the packed projection). The fused forward kernel.
+Kept forward_all(const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& O, const Dims& s,
+                 double sc, int64_t window, bool backward_coming) {
+  Kept kept;
+  kept.per_entry = weights_per_entry(s.T, window);
   const int64_t per_line = 64 / static_cast<int64_t>(dtype_size(Q.dtype()));
-  const int64_t lse_n = (s.N * s.T + per_line - 1) / per_line * per_line;
-  const bool keep = is_grad_enabled() && detail::any_requires_grad({Q, K, V}) &&
-                    static_cast<double>(s.N) * per_entry * dtype_size(Q.dtype()) <=
-                        static_cast<double>(weights_limit.load());
-  Tensor saved(Shape{lse_n + (keep ? s.N * per_entry : 0)}, Q.dtype());
+  kept.lse_n = (s.N * s.T + per_line - 1) / per_line * per_line;
+  kept.weights = backward_coming && static_cast<double>(s.N) * kept.per_entry *
+                                            dtype_size(Q.dtype()) <=
+                                        static_cast<double>(weights_limit.load());
+  kept.buf = Tensor(Shape{kept.lse_n + (kept.weights ? s.N * kept.per_entry : 0)}, Q.dtype());
   dispatch(Q.dtype(), [&]<class T>() {
     const T* q = Q.data<T>();
     const T* k = K.data<T>();
     const T* v = V.data<T>();
     T* o = O.data<T>();
-    T* l = saved.data<T>();
-    T* w = keep ? l + lse_n : nullptr;
+    T* l = kept.buf.data<T>();
+    T* w = kept.weights ? l + kept.lse_n : nullptr;
     for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
-      forward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
-                     l + n * s.T, w ? w + n * per_entry : nullptr, s, static_cast<T>(sc),
+      forward_one<T>(q + s.q_off(n), k + s.k_off(n), v + s.v_off(n), o + s.o_off(n),
+                     l + n * s.T, w ? w + n * kept.per_entry : nullptr, s, static_cast<T>(sc),
                      window);
     });
   });
+  return kept;
+}
+
+// dQ, dK, dV of every entry from dO (laid out like O), written at the offsets and strides of
+// `s` (they may be one tensor: every element of the packed gradient is written, none added).
+// The fused backward kernel, reusing the forward's log-sum-exps (and weights, when kept).
+void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& O,
+                  const Tensor& dO, const Kept& kept, Tensor& dQ, Tensor& dK, Tensor& dV,
+                  const Dims& s, double sc, int64_t window) {
+  dispatch(Q.dtype(), [&]<class T>() {
+    const T* q = Q.data<T>();
+    const T* k = K.data<T>();
+    const T* v = V.data<T>();
+    const T* o = O.data<T>();
+    const T* l = kept.buf.data<T>();
+    const T* w = kept.weights ? l + kept.lse_n : nullptr;
+    const T* d = dO.data<T>();
+    T* dq = dQ.data<T>();
+    T* dk = dK.data<T>();
+    T* dv = dV.data<T>();
+    for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
+      backward_one<T>(q + s.q_off(n), k + s.k_off(n), v + s.v_off(n), o + s.o_off(n),
+                      l + n * s.T, w ? w + n * kept.per_entry : nullptr, d + s.o_off(n),
+                      dq + s.q_off(n), dk + s.k_off(n), dv + s.v_off(n), s, static_cast<T>(sc),
+                      window);
+    });
+  });
+}
+
+// Runs the fused kernels on separate Q, K, V and records the derivative: `formula` in ops, and
+// the fused backward kernel.
+template <class Formula>
+Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V, const Dims& s,
+             double sc, int64_t window, Formula formula, const std::source_location& where) {
+  Tensor O(V.shape(), Q.dtype());
+  const Kept kept = forward_all(Q, K, V, O, s, sc, window,
+                                is_grad_enabled() && detail::any_requires_grad({Q, K, V}));
   return record(op, O, {Q, K, V}, where)
       .saves(Q, K, V)
       .formula([Q, K, V, formula](const Tensor& dO) { return formula(Q, K, V, dO); })
-      .kernel([Q, K, V, saved, keep, lse_n, per_entry, sc, window, s](const Tensor& dO,
-                                                                     const Tensor& O) -> Grads {
+      .kernel([Q, K, V, kept, sc, window, s](const Tensor& dO, const Tensor& O) -> Grads {
         Tensor dQ(Q.shape(), Q.dtype()), dK(K.shape(), K.dtype()), dV(V.shape(), V.dtype());
-        dispatch(Q.dtype(), [&]<class T>() {
-          const T* q = Q.data<T>();
-          const T* k = K.data<T>();
-          const T* v = V.data<T>();
-          const T* o = O.data<T>();
-          const T* l = saved.data<T>();
-          const T* w = keep ? l + lse_n : nullptr;
-          const T* d = dO.data<T>();
-          T* dq = dQ.data<T>();
-          T* dk = dK.data<T>();
-          T* dv = dV.data<T>();
-          for_each_entry(s.N, s.N * s.T * s.T * (s.d + s.dv), [&](int64_t n) {
-            backward_one<T>(q + s.q_off(n), k + s.q_off(n), v + s.v_off(n), o + s.v_off(n),
-                            l + n * s.T, w ? w + n * per_entry : nullptr, d + s.v_off(n),
-                            dq + s.q_off(n), dk + s.q_off(n), dv + s.v_off(n), s,
-                            static_cast<T>(sc), window);
-          });
-        });
+        backward_all(Q, K, V, O, dO, kept, dQ, dK, dV, s, sc, window);
         return {dQ, dK, dV};
       });
 }
@@ -431,6 +490,33 @@ Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const T
   Dims s{};
   check_packed(Q, K, V, heads, window, s);
   return packed_composed(Q, K, V, heads, sc, window);
+}
+
+// causal_attention_qkv: causal_attention_heads(Q, K, V) with [Q, K, V] = split(QKV, C, -1), the
+// three read in place;  dQKV = cat(dQ, dK, dV), written in place by the fused backward (every
+// element once: nothing to zero, nothing to add).
+Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t window,
+                            const std::source_location& where) {
+  Dims s{};
+  check_qkv(QKV, heads, window, s);
+  const int64_t C = s.ldo;
+  std::vector<int64_t> shape = QKV.shape().vec();
+  shape.back() = C;
+  Tensor O(Shape(shape), QKV.dtype());  // (.., T, C)
+  const Kept kept = forward_all(QKV, QKV, QKV, O, s, sc, window,
+                                is_grad_enabled() && detail::any_requires_grad({QKV}));
+  return record("causal_attention_qkv", O, {QKV}, where)
+      .saves(QKV)
+      .formula([QKV, C, heads, sc, window](const Tensor& dO) {
+        const std::vector<Tensor> qkv = split(QKV, C, -1);  // 3 x (.., T, C)
+        const Grads g = packed_formula(qkv[0], qkv[1], qkv[2], dO, heads, sc, window);
+        return Grads{cat({g[0], g[1], g[2]}, -1)};  // (.., T, 3C)
+      })
+      .kernel([QKV, kept, sc, window, s](const Tensor& dO, const Tensor& O) -> Grads {
+        Tensor dQKV(QKV.shape(), QKV.dtype());
+        backward_all(QKV, QKV, QKV, O, dO, kept, dQKV, dQKV, dQKV, s, sc, window);
+        return {dQKV};
+      });
 }
 
 namespace detail {

@@ -33,6 +33,16 @@ Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V,
                               double scale, int64_t window = 0,
                               const std::source_location& where = std::source_location::current());
 
+/// causal_attention_heads on one packed projection, as a GPT's fused c_attn makes it: QKV is
+/// (T, 3 H d) or (B, T, 3 H d), Q, K and V its columns [0, C), [C, 2C) and [2C, 3C) with C = H d
+/// (split(QKV, C, -1)), each with H heads packed as in causal_attention_heads; O is (..., T, C).
+/// The kernels read Q, K and V in place and the backward writes dQ, dK and dV into one
+/// (..., T, 3C) gradient, so no split is copied either way. Throws ShapeError (rank other than 2
+/// or 3, last axis not divisible by 3 H), ValueError (not float32 or float64, heads < 1,
+/// window < 0).
+Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double scale, int64_t window = 0,
+                            const std::source_location& where = std::source_location::current());
+
 /// causal_attention_heads from the composed ops (split the heads, attend, merge): its reference
 /// (checked against it in the tests).
 Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const Tensor& V,

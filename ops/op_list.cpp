@@ -34,6 +34,8 @@ std::vector<OpInfo> rows() {
        [](X x) { return causal_attention(x[0], x[1], x[2], 0.125); }},
       {"causal_attention_heads", other, real, {{2, kT, 4 * kD}, {2, kT, 4 * kD}, {2, kT, 4 * kD}},
        [](X x) { return causal_attention_heads(x[0], x[1], x[2], 4, 0.125); }},
+      {"causal_attention_qkv", other, real, {{2, kT, 3 * 4 * kD}},
+       [](X x) { return causal_attention_qkv(x[0], 4, 0.125); }},
       {"cross_entropy", other, real, {{12 * 64, kV}},
        [](X x) { return cross_entropy(x[0], sample_indices({x[0].size(0)})); }},
       {"div", binary, positive, {act, act}, [](X x) { return div(x[0], x[1]); }},

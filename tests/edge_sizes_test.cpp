@@ -183,6 +183,12 @@ TEST(EdgeEmpty, EveryOpGivesADefinedResult) {
        {3, 1}, {1, 2, 3}},
       {"attention_d0_composed", {3, 0},
        [&](X x) { return tg::causal_attention_composed(x, x, v3, 1.0); }, {3, 1}, {1, 2, 3}},
+      {"attention_qkv_T0", {2, 0, 6}, [](X x) { return tg::causal_attention_qkv(x, 2, 1.0); },
+       {2, 0, 2}, {}},
+      {"attention_qkv_B0", {0, 3, 6}, [](X x) { return tg::causal_attention_qkv(x, 1, 1.0); },
+       {0, 3, 2}, {}},
+      {"attention_qkv_C0", {3, 0}, [](X x) { return tg::causal_attention_qkv(x, 1, 1.0); },
+       {3, 0}, {}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
