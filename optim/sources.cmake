@@ -6,3 +6,6 @@ list(APPEND TAPEGRAD_SOURCES
   optim/optimizer.cpp
   optim/sgd.cpp
 )
+
+# AdamW's update loop vectorises its square roots only without errno (see optim/adamw.cpp).
+set_source_files_properties(optim/adamw.cpp PROPERTIES COMPILE_OPTIONS -fno-math-errno)
