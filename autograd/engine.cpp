@@ -278,7 +278,8 @@ struct Workspace {
 };
 thread_local Workspace workspace;
 thread_local bool running = false;
-thread_local const GradReadyFn* ready_callback = nullptr;  // the innermost GradReadyScope's callback
+thread_local const GradReadyFn* ready_callback = nullptr;  // the newest GradReadyScope's callback
+thread_local GradReadyScope* newest_scope = nullptr;
 
 // One backward pass. Each reached node's state is found through Node::slot, valid while the
 // pass owns the node (Node::owner): a second thread's pass through the same nodes is refused.
@@ -604,11 +605,21 @@ std::vector<Tensor> run_backward(std::span<const Tensor> outputs,
 }  // namespace
 
 GradReadyScope::GradReadyScope(GradReadyFn on_ready)
-    : fn_(std::move(on_ready)), previous_(ready_callback) {
+    : fn_(std::move(on_ready)), older_(newest_scope) {
+  if (older_) older_->newer_ = this;
+  newest_scope = this;
   ready_callback = fn_ ? &fn_ : nullptr;
 }
 
-GradReadyScope::~GradReadyScope() { ready_callback = previous_; }
+GradReadyScope::~GradReadyScope() {
+  if (older_) older_->newer_ = newer_;
+  if (newer_) {
+    newer_->older_ = older_;
+    return;  // a newer scope is still in charge
+  }
+  newest_scope = older_;
+  ready_callback = older_ && older_->fn_ ? &older_->fn_ : nullptr;
+}
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
   // A recorded backward refers back to the forward nodes, so create_graph keeps the graph.

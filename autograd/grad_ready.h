@@ -30,8 +30,9 @@ namespace tg {
 using GradReadyFn = std::function<void(const Tensor& leaf, const Tensor& grad)>;
 
 /// Installs `on_ready` for the backward passes this thread runs while the scope lives (other
-/// threads are not affected). Scopes nest: the innermost one is called, and the previous one is
-/// back when it ends. Throws nothing.
+/// threads are not affected). Scopes nest: the newest living one is called. They may end in any
+/// order (a scope held by an object that outlives a later one): an ending scope leaves the
+/// newest of those still alive in charge. End a scope on the thread that made it. Throws nothing.
 class GradReadyScope {
  public:
   explicit GradReadyScope(GradReadyFn on_ready);
@@ -41,7 +42,8 @@ class GradReadyScope {
 
  private:
   GradReadyFn fn_;
-  const GradReadyFn* previous_;
+  GradReadyScope* older_;  // this thread's living scopes, a doubly linked list, newest last
+  GradReadyScope* newer_ = nullptr;
 };
 
 }  // namespace tg

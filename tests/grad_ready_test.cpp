@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,6 +125,24 @@ TEST(GradReady, ScopesNestAndStayOnTheirThread) {
   t.join();
   EXPECT_EQ(other_thread, 2);
   EXPECT_EQ(outer, 2);
+}
+
+// Scopes held by objects may end out of order: the newest living one stays in charge.
+TEST(GradReady, ScopesMayEndInAnyOrder) {
+  Net net;
+  int probes = 0, first = 0, second = 0, third = 0;
+  auto a = std::make_unique<GradReadyScope>([&](const Tensor&, const Tensor&) { ++first; });
+  auto b = std::make_unique<GradReadyScope>([&](const Tensor&, const Tensor&) { ++second; });
+  a.reset();  // the older one ends first: b is still in charge
+  net.loss(probes).backward();
+  EXPECT_EQ(second, 2);
+  auto c = std::make_unique<GradReadyScope>([&](const Tensor&, const Tensor&) { ++third; });
+  b.reset();  // the middle one ends: c is still in charge
+  net.loss(probes).backward();
+  EXPECT_EQ(third, 2);
+  c.reset();
+  net.loss(probes).backward();  // none left
+  EXPECT_EQ(first + second + third, 4);
 }
 
 TEST(GradReady, GradMakesNoCallsAndAnOutputLeafIsToldItsSeed) {
