@@ -288,8 +288,9 @@ class Run {
   explicit Run(const char* who) : w_(&workspace) {
     if (running)
       throw GraphError(std::string(who) +
-                       ": called inside a derivative (a backward closure); a derivative "
-                       "computes its gradients with ops or directly, it may not run a backward");
+                       ": called inside a derivative (a backward closure) or a GradReadyScope "
+                       "callback; those compute with ops or directly, they may not run a "
+                       "backward");
     running = true;
   }
   ~Run() {

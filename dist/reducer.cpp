@@ -42,7 +42,8 @@ GradientReducer::GradientReducer(std::vector<Tensor> params, Communicator& comm,
     const Tensor& p = params[i];
     const std::string which = "GradientReducer: parameter " + std::to_string(i);
     if (!p.defined()) throw ValueError(which + " is undefined");
-    if (!is_floating(p.dtype())) throw ValueError(which + " is " + describe(p) + ", not a float tensor");
+    if (!is_floating(p.dtype()))
+      throw ValueError(which + " is " + describe(p) + ", not a float tensor");
     if (!index_.emplace(p.impl_ptr().get(), static_cast<int>(i)).second)
       throw ValueError(which + " (" + describe(p) + ") is listed twice");
     slots_[i].param = p;
@@ -88,8 +89,9 @@ int64_t GradientReducer::buckets() const { return static_cast<int64_t>(buckets_.
 
 GradientReducer::Pass GradientReducer::begin() {
   if (open_) throw ValueError("GradientReducer: begin() while a pass is open; finish it first");
+  Pass pass(this);  // may throw (its scope is allocated): then no pass is open
   open_ = true;
-  return Pass(this);
+  return pass;
 }
 
 GradientReducer::Pass::Pass(GradientReducer* reducer) : reducer_(reducer) {
@@ -160,10 +162,11 @@ void GradientReducer::fill(Slot& s, const Tensor* pass_grad) {
 // Buckets start in order on every rank: the next one as soon as all its parameters are in.
 void GradientReducer::start_ready_buckets() {
   while (next_ < buckets() && buckets_[static_cast<size_t>(next_)].waiting == 0) {
-    Bucket& bucket = buckets_[static_cast<size_t>(next_++)];
+    Bucket& bucket = buckets_[static_cast<size_t>(next_)];
     dispatch(bucket.data.dtype(), [&]<class T>() {
       bucket.inflight = comm_.start_allreduce_sum(bucket.data.data<T>(), bucket.data.numel());
     });
+    ++next_;  // only once it started: an abandoned pass retries one that did not
   }
 }
 
@@ -225,7 +228,8 @@ void GradientReducer::abandon_pass() noexcept {
     }
     reset_pass();
   } catch (const std::exception& e) {
-    comm_.abort(std::string("GradientReducer: cannot complete a pass's collectives: ") + e.what(), 1);
+    comm_.abort(std::string("GradientReducer: cannot complete a pass's collectives: ") + e.what(),
+                1);
   }
 }
 

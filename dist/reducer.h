@@ -16,17 +16,22 @@
 //     opt.step();
 //   }
 //
-// The result is average_gradients's, value for value: each parameter's gradient summed over ranks
-// (the same allreduce), divided by the number of ranks; a rank without a gradient for a parameter
-// contributes zeros; a parameter without a gradient on every rank keeps none. A gradient .grad()
-// held before the pass (earlier micro-batches accumulated outside a pass) is included.
+// The result is average_gradients's: each parameter's gradient summed over ranks (an allreduce),
+// divided by the number of ranks; a rank without a gradient for a parameter contributes zeros; a
+// parameter without a gradient on every rank keeps none. On two ranks the values are the same
+// bit for bit (a + b is a + b); on more, MPI may add the ranks' parts in another order than in
+// average_gradients's buckets (rounding, 1e-16). A gradient .grad() held before the pass
+// (earlier micro-batches accumulated outside a pass) is included. The buckets are a second,
+// permanent copy of the gradients' size.
 //
 // Collectives and errors. Every rank starts every bucket's allreduce exactly once per pass, in
-// bucket order, whatever happens: a pass that ends without finish() (an exception in the forward,
-// the backward or a callback on this rank) still starts the remaining buckets (whatever they
-// hold: the sums are thrown away) and waits for them, and changes no .grad(). So the ranks' sequences of collectives stay the same
-// and the error can be agreed after the pass (run_agreed around the step). One process
-// (comm.size() == 1): a pass does nothing, as average_gradients.
+// bucket order, whatever happens: a pass that ends without finish() (an exception in the
+// forward, the backward or a callback on this rank) still starts the remaining buckets and waits
+// for them, and changes no .grad() on this rank. So the ranks' collectives stay in step and the
+// error can be agreed after the pass (run_agreed around the step). The other ranks' finish()
+// then completes with sums that hold the failed rank's partial buckets: their .grad() is not a
+// mean of anything, so a program that goes on after the agreed error zeroes the gradients
+// first. One process (comm.size() == 1): a pass does nothing, as average_gradients.
 
 #include <cstdint>
 #include <memory>
@@ -54,7 +59,8 @@ class GradientReducer {
   GradientReducer(std::vector<Tensor> params, Communicator& comm,
                   int64_t bucket_bytes = kDefaultBucketBytes);
   /// GradientReducer(module.parameters(), comm, bucket_bytes).
-  GradientReducer(nn::Module& module, Communicator& comm, int64_t bucket_bytes = kDefaultBucketBytes);
+  GradientReducer(nn::Module& module, Communicator& comm,
+                  int64_t bucket_bytes = kDefaultBucketBytes);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -92,7 +98,7 @@ class GradientReducer {
 /// An open pass (see GradientReducer). Move-only; end it on the thread that opened it.
 class GradientReducer::Pass {
  public:
-  /// Without finish(): starts and waits for the pass's remaining collectives (their sums unused) and
+  /// Without finish(): starts and waits for the pass's remaining collectives (sums unused) and
   /// changes no .grad(), so that the ranks stay in step. Never throws; ends every rank with
   /// Communicator::abort if even that fails.
   ~Pass();

@@ -145,6 +145,42 @@ TEST(GradReady, ScopesMayEndInAnyOrder) {
   EXPECT_EQ(first + second + third, 4);
 }
 
+// Two uses in one node (x * x), a use that sends no gradient, create_graph, and a leaf whose
+// requires_grad was turned off after recording.
+TEST(GradReady, UsesInOneNodeUndefinedPartsCreateGraphAndTurnedOffLeaves) {
+  Rng rng(1);
+  Tensor x = randn({3}, rng).set_requires_grad(), y = randn({3}, rng).set_requires_grad();
+  std::vector<std::pair<const TensorImpl*, std::vector<double>>> calls;
+  GradReadyScope scope([&](const Tensor& leaf, const Tensor& g) {
+    calls.emplace_back(leaf.impl_ptr().get(), g.to_vector());
+  });
+  sum(mul(x, x)).backward();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, x.grad().to_vector());
+
+  calls.clear();
+  x.zero_grad();
+  const Tensor half = record("half", x.detach().clone(), {x, y})
+                          .formula([](const Tensor& dY) -> Grads { return {dY, Tensor()}; });
+  sum(mul(half, x)).backward();  // y's only use sends nothing: no call for y
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, x.impl_ptr().get());
+  EXPECT_EQ(calls[0].second, x.grad().to_vector());
+
+  calls.clear();
+  x.set_grad(Tensor());
+  sum(mul(mul(x, x), x)).backward(Tensor(), false, true);  // create_graph
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, x.grad().to_vector());
+
+  calls.clear();
+  const Tensor L = sum(mul(x, y));
+  x.set_requires_grad(false);
+  L.backward();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, y.impl_ptr().get());
+}
+
 TEST(GradReady, GradMakesNoCallsAndAnOutputLeafIsToldItsSeed) {
   Net net;
   int probes = 0, calls = 0;

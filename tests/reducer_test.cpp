@@ -12,6 +12,7 @@
 #include "dist/data_parallel.h"
 #include "dist/reducer.h"
 #include "dist_util.h"
+#include "autograd/node.h"
 #include "nn/gpt.h"
 #include "nn_util.h"
 #include "test_util.h"
@@ -28,12 +29,15 @@ using dist_test::ThreadCommunicator;
 
 std::vector<std::vector<double>> grads_of(const std::vector<Tensor>& params) {
   std::vector<std::vector<double>> out;
-  for (const Tensor& p : params) out.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
+  for (const Tensor& p : params)
+    out.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
   return out;
 }
 
 // The parameters with `unused` first: reversed into buckets, it comes last and holds back none.
-std::vector<Tensor> unused_first(const Net& net) { return {net.unused, net.fc.weight, net.fc.bias}; }
+std::vector<Tensor> unused_first(const Net& net) {
+  return {net.unused, net.fc.weight, net.fc.bias};
+}
 
 // One bucket per parameter (1 byte: every parameter is larger), or all in one.
 TEST(GradientReducer, MeansAreAverageGradientsBitForBit) {
@@ -155,6 +159,76 @@ TEST(GradientReducer, AnErrorOnOneRankMidPassKeepsTheRanksInStep) {
   });
   EXPECT_EQ(seen[0], "rank 1: cannot read shard 1");
   EXPECT_EQ(seen[1], "rank 1: cannot read shard 1");
+}
+
+// Rank 1 fails inside its backward, after its first bucket has started (fc.bias is complete
+// before the throwing node's backward runs): the ranks still make the same collectives.
+TEST(GradientReducer, AnErrorMidBackwardAfterABucketStartedKeepsTheRanksInStep) {
+  const Batch batch = dist_test::make_batch(7);
+  run_ranks(2, [&](Communicator& comm) {
+    Net net(1), want(1);
+    GradientReducer reducer(unused_first(net), comm, 1);
+    try {
+      run_agreed(comm, [&] {
+        auto pass = reducer.begin();
+        Tensor L = dist_test::slice_loss(net, batch, comm.rank() * 6, 6);
+        if (comm.rank() == 1) {
+          const Tensor boom = record("boom", net.fc.weight.detach().clone(), {net.fc.weight})
+                                  .formula([](const Tensor&) -> Grads { throw IoError("boom"); });
+          L = add(L, sum(boom));
+        }
+        L.backward();
+        pass.finish();
+      });
+      ADD_FAILURE() << "rank " << comm.rank() << " did not throw";
+    } catch (const RankError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("rank 1: boom (in the backward of 'boom'", 0), 0u)
+          << e.what();
+    }
+    net.zero_grad();
+    auto pass = reducer.begin();
+    dist_test::slice_loss(net, batch, comm.rank() * 6, 6).backward();
+    pass.finish();
+    dist_test::slice_loss(want, batch, comm.rank() * 6, 6).backward();
+    average_gradients(want, comm);
+    EXPECT_EQ(grads_of(unused_first(net)), grads_of(unused_first(want)));
+  });
+}
+
+// Rank 1 has nothing to backpropagate: it counts as zeros, the mean is rank 0's gradient / 2.
+TEST(GradientReducer, ARankWithoutBackwardCountsAsZeros) {
+  const Batch batch = dist_test::make_batch(7);
+  Net alone(1);
+  dist_test::slice_loss(alone, batch, 0, 6).backward();
+  run_ranks(2, [&](Communicator& comm) {
+    Net net(1);
+    GradientReducer reducer(net, comm, 1);
+    auto pass = reducer.begin();
+    if (comm.rank() == 0) dist_test::slice_loss(net, batch, 0, 6).backward();
+    pass.finish();
+    const std::vector<double> half = scale(alone.fc.weight.grad(), 0.5).to_vector();
+    EXPECT_EQ(net.fc.weight.grad().to_vector(), half);
+    EXPECT_FALSE(net.unused.grad().defined());
+  });
+}
+
+// A .grad() handle the caller holds keeps its values: the mean goes to a new gradient.
+TEST(GradientReducer, AHeldGradientHandleKeepsItsValues) {
+  const Batch batch = dist_test::make_batch(7);
+  run_ranks(2, [&](Communicator& comm) {
+    Net net(1), want(1);
+    GradientReducer reducer(net, comm, 1);
+    dist_test::slice_loss(net, batch, comm.rank() * 6, 6).backward();
+    const Tensor handle = net.fc.weight.grad();
+    const std::vector<double> before = handle.to_vector();
+    auto pass = reducer.begin();
+    dist_test::slice_loss(net, batch, comm.rank() * 6, 6).backward();
+    pass.finish();
+    EXPECT_EQ(handle.to_vector(), before);
+    for (int k = 0; k < 2; ++k) dist_test::slice_loss(want, batch, comm.rank() * 6, 6).backward();
+    average_gradients(want, comm);
+    EXPECT_EQ(net.fc.weight.grad().to_vector(), want.fc.weight.grad().to_vector());
+  });
 }
 
 TEST(GradientReducer, ASecondBackwardInOnePassIsRefusedOnEveryRank) {

@@ -344,7 +344,8 @@ int run_train(const TrainArgs& flags, std::ostream& root_err, dist::Communicator
   // Every rank built the same weights from the same seed and bytes; the broadcast makes that a
   // guarantee (and checks that every replica has the same layout).
   if (comm.size() > 1) dist::broadcast_parameters(*run.model, comm);
-  run.reducer = std::make_unique<dist::GradientReducer>(*run.model, comm);
+  // Its buckets are a second copy of the gradients: an allocation that may fail on one rank.
+  agreed(comm, [&] { run.reducer = std::make_unique<dist::GradientReducer>(*run.model, comm); });
   const TrainArgs& a = run.args;
   const NamedTensors params = run.model->named_parameters();
   // The whole job's tokens per update: the global batch.
