@@ -129,12 +129,12 @@ void load_weights(nn::GPT& model, NamedTensors tensors, const std::string& file)
   for (auto& [name, t] : tensors) {
     if (name == "lm_head.weight") continue;  // tied to transformer.wte.weight in this model
     if (t.dtype() == Dtype::i64)
-      throw ValueError(file + ": tensor '" + name + "' is int64; parameters are float");
+      throw ValueError(file + ": tensor '" + detail::printable(name) + "' is int64; parameters are float");
     if (t.dtype() != dtype) t = t.to(dtype);
     const std::vector<double> v = t.to_vector();
     for (std::size_t k = 0; k < v.size(); ++k)
       if (!std::isfinite(v[k]))
-        throw ValueError(file + ": tensor '" + name + "' holds a non-finite value at flat index " +
+        throw ValueError(file + ": tensor '" + detail::printable(name) + "' holds a non-finite value at flat index " +
                          std::to_string(k) + (t.dtype() == Dtype::f32 ? " (in float32)" : ""));
     state.emplace_back(name, t);
   }
@@ -193,13 +193,13 @@ const Tensor& get_tensor(const NamedTensors& tensors, const std::string& name,
                          const std::string& file) {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
-  throw IoError(file + ": no tensor '" + name + "'");
+  throw IoError(file + ": no tensor '" + detail::printable(name) + "'");
 }
 
 int64_t get_count(const NamedTensors& tensors, const std::string& name, const std::string& file) {
   const Tensor& t = get_tensor(tensors, name, file);
   if (t.dtype() != Dtype::i64 || t.rank() != 0 || t.data<int64_t>()[0] < 0)
-    throw IoError(file + ": tensor '" + name + "' must be a non-negative int64 scalar, got " +
+    throw IoError(file + ": tensor '" + detail::printable(name) + "' must be a non-negative int64 scalar, got " +
                   dtype_name(t.dtype()) + " " + t.shape().str());
   return t.data<int64_t>()[0];
 }
