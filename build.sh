@@ -5,6 +5,9 @@
 #   ./build.sh train  install what is missing, build (Release), train nanoGPT's CPU recipe on
 #                     the English text of Debian's `fortunes` package for a few minutes, sample
 #   ./build.sh asan   the same tests built with AddressSanitizer + UBSan
+#   ./build.sh avx2   the same tests as an AVX2 CPU (Haswell, Zen) runs them: the kernels built
+#                     for x86-64-v3 (Eigen's 256-bit packets) and BLIS forced to its Haswell
+#                     kernels, so a result that holds only for this CPU's kernels fails here
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,7 +15,8 @@ mode="${1:-demo}"
 case "$mode" in
   demo | test | train) preset=release ;;
   asan) preset=asan ;;
-  *) echo "usage: ./build.sh [demo|test|train|asan]" >&2; exit 2 ;;
+  avx2) preset=avx2 ;;
+  *) echo "usage: ./build.sh [demo|test|train|asan|avx2]" >&2; exit 2 ;;
 esac
 
 # Debian packages the build and the tests need; only the missing ones are installed.
@@ -30,6 +34,11 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$mode" = avx2 ] && ! grep -qw avx2 /proc/cpuinfo; then
+  echo "build.sh: ./build.sh avx2 runs the tests with AVX2 kernels, and this CPU has no AVX2" >&2
+  exit 1
 fi
 
 cmake --preset "$preset" >/dev/null
