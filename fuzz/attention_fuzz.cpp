@@ -33,7 +33,7 @@
 
 #include "autograd/storage.h"
 #include "fuzz/fuzz_util.h"
-#include "ops/causal_attention.h"
+#include "ops/threads.h"
 #include "tools/commands.h"
 #include "io/npy.h"
 

@@ -37,6 +37,7 @@
 #include "ops/softmax.h"
 #include "ops/sub.h"
 #include "ops/sum.h"
+#include "ops/threads.h"
 
 namespace tg {
 
@@ -53,7 +54,8 @@ void for_each_entry(int64_t N, int64_t work, F&& body) {
     for (int64_t n = 0; n < N; ++n) body(n);
     return;
   }
-#pragma omp parallel for schedule(static)
+  const int team = detail::team_size();
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
   for (int64_t n = 0; n < N; ++n) body(n);
 }
 
@@ -523,12 +525,5 @@ namespace detail {
 void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
 std::size_t attention_weights_limit() { return weights_limit.load(); }
 }  // namespace detail
-
-void set_num_threads(int n) {
-  if (n < 1) throw ValueError("set_num_threads: needs at least 1 thread, got " + std::to_string(n));
-  omp_set_num_threads(n);
-}
-
-int num_threads() { return omp_get_max_threads(); }
 
 }  // namespace tg

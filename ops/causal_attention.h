@@ -55,8 +55,4 @@ void set_attention_weights_limit(std::size_t bytes);
 std::size_t attention_weights_limit();
 }  // namespace detail
 
-/// Threads for the parallel kernels (OpenMP over batch x heads and inside large GEMMs); results
-/// do not depend on it. Throws ValueError for n < 1.
-void set_num_threads(int n);
-int num_threads();
 }  // namespace tg

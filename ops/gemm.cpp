@@ -1,4 +1,5 @@
 #include "ops/gemm.h"
+#include "ops/threads.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -109,10 +110,11 @@ void gemm(const T* a, int64_t ra, int64_t ca, int64_t lda, bool ta, const T* b, 
   const int64_t work = M * N * K;
 #ifdef TAPEGRAD_HAVE_BLAS
   if (work >= kBlas) {
-    // Threads: ours inside our parallel regions already share the work, so one there; all of
-    // them (OpenMP's count) outside. Set per call, so concurrent callers never interfere.
+    // Threads: ours inside our parallel regions already share the work, so one there; the
+    // team the free cores allow (ops/threads.h) outside. Set per call, so concurrent callers
+    // never interfere.
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(omp_in_parallel() ? 1 : omp_get_max_threads(), &rntm);
+    bli_rntm_set_num_threads(omp_in_parallel() ? 1 : team_size(), &rntm);
     // BLIS's path for small and skinny products ("sup") is faster on our machines for small
     // ones (float, one thread, best of six: 64x256x64 73 GFLOP/s with it, 60 without) but slower
     // with a transposed B (34 vs 46), a long side (64x1024x64: 26 vs 56) or a transposed A and

@@ -3,7 +3,8 @@
 //   Y = alpha op(A) op(B) + beta Y,  row-major, op = transpose or nothing.
 // Large products go to BLIS when the build has it (TAPEGRAD_BLAS): it is 1.4-1.7x faster than
 // Eigen's GEMM on our machines, re-entrant (threads may multiply at once), and told per call how
-// many threads to use: one inside our parallel regions, OpenMP's count outside them. Medium ones
+// many threads to use: one inside our parallel regions, detail::team_size() outside them (the
+// cores other processes leave free, ops/threads.h). Medium ones
 // stay in Eigen, and tiny ones are plain loops with no setup cost at all.
 
 #include <cmath>

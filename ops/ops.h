@@ -33,4 +33,5 @@
 #include "ops/sum_of_squares.h"
 #include "ops/sum_to.h"
 #include "ops/tanh.h"
+#include "ops/threads.h"
 #include "ops/transpose.h"

@@ -32,5 +32,6 @@ list(APPEND TAPEGRAD_SOURCES
   ops/sum_of_squares.cpp
   ops/sum_to.cpp
   ops/tanh.cpp
+  ops/threads.cpp
   ops/transpose.cpp
 )

@@ -142,16 +142,23 @@ void run_threads(const std::function<void(int)>& fn) {
   for (std::thread& th : threads) th.join();
 }
 
-// Restores the OpenMP thread count on scope exit.
+// Turns the thread count's adaptation off, so the teams asked for run even while other test
+// processes keep the cores busy; restores both on scope exit.
 class NumThreadsGuard {
  public:
-  NumThreadsGuard() : saved_(num_threads()) {}
-  ~NumThreadsGuard() { set_num_threads(saved_); }
+  NumThreadsGuard() : saved_(num_threads()), adapt_(thread_adaptation()) {
+    set_thread_adaptation(false);
+  }
+  ~NumThreadsGuard() {
+    set_num_threads(saved_);
+    set_thread_adaptation(adapt_);
+  }
   NumThreadsGuard(const NumThreadsGuard&) = delete;
   NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
 
  private:
   int saved_;
+  bool adapt_;
 };
 
 // ---- tests -----------------------------------------------------------------------------------

@@ -33,7 +33,7 @@
 #include "dist/reducer.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
-#include "ops/causal_attention.h"
+#include "ops/threads.h"
 #include "optim/optim.h"
 #include "tools/checkpoint.h"
 #include "tools/metrics.h"

@@ -1,0 +1,48 @@
+#pragma once
+// How many threads the parallel kernels use: the fused attention's OpenMP loop over (batch, head)
+// entries and BLIS inside large matrix products (ops/gemm.cpp).
+//
+// Those kernels wait for one another at barriers that spin (BLIS's, without even a pause), so a
+// team with more threads than free cores does not just lose its share: whenever one of its
+// threads is descheduled, the others spin until it runs again (docs/PERFORMANCE.md, "A busy
+// machine"). So the count set here is a ceiling: every 200 ms the library reads how much CPU time
+// other processes took on the cores it may run on (/proc/stat, less its own) and uses only the
+// cores they left free, at least one. Results do not depend on the thread count.
+
+#include <string_view>
+#include <vector>
+
+namespace tg {
+
+/// At most n threads for the parallel kernels (per calling thread, as OpenMP's count), fewer
+/// while other processes keep cores busy. Throws ValueError for n < 1.
+void set_num_threads(int n);
+/// The ceiling set by set_num_threads (OpenMP's count by default: every core).
+int num_threads();
+
+/// Whether the thread count follows the cores other processes leave free (on by default). Off,
+/// every parallel kernel uses num_threads() threads, busy machine or not (for tests that must
+/// run a given team size). Applies to every thread.
+void set_thread_adaptation(bool on);
+bool thread_adaptation();
+
+namespace detail {
+
+/// The team a parallel kernel starts now, outside any parallel region: num_threads(), limited
+/// to the free cores while adaptation is on. Cheap (a clock read) except once per 200 ms.
+int team_size();
+
+/// The team for `wanted` threads when `cores` cores may be used and other processes kept
+/// `others_busy` of them busy: one per core that others used less than a quarter of, at least
+/// one. (The decision alone, for tests.)
+int team_for(int wanted, int cores, double others_busy);
+
+/// Busy seconds of the CPUs k with cpus[k] set, from the cpu0, cpu1, ... lines of a /proc/stat
+/// text (clock ticks, ticks_per_s of them a second): user, nice, system, irq, softirq and steal
+/// time. -1 when the text has no line for any of them. (The parser alone, for tests.)
+double busy_seconds(std::string_view proc_stat, const std::vector<bool>& cpus,
+                    double ticks_per_s);
+
+}  // namespace detail
+
+}  // namespace tg
