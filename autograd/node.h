@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <type_traits>
 
@@ -168,9 +169,10 @@ inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor
 
 /// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather
 /// than accumulated into .grad(), like torch.autograd.grad. An input the outputs do not depend on
-/// gets zeros. retain_graph defaults to create_graph.
+/// gets zeros. retain_graph unset (PyTorch's None) means the same as create_graph. Throws
+/// GraphError (an input that requires no grad, a freed graph) as backward() does.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
-                         int retain_graph = -1);
+                         std::optional<bool> retain_graph = std::nullopt);
 
 }  // namespace tg

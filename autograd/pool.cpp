@@ -3,20 +3,16 @@
 #include <cstdlib>
 #include <new>
 
+#include "autograd/sanitizers.h"
+
 namespace tg::detail {
 
 constinit thread_local PoolLists pool_lists{};
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(TG_ASAN) || defined(TG_TSAN)
 constexpr bool kPoolBypass = true;  // sanitizers see every object's own malloc and free
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kPoolBypass = true;
-#else
-constexpr bool kPoolBypass = false;
-#endif
 #else
 constexpr bool kPoolBypass = false;
 #endif

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <sstream>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/pool.h"
@@ -114,6 +116,14 @@ void Tensor::set_grad(const Tensor& g) const {
     throw ShapeError("set_grad: gradient " + g.shape().str() + " " + dtype_name(g.dtype()) +
                      " does not match tensor " + shape().str() + " " + dtype_name(dtype()));
   impl().grad = g.impl_ptr();
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
+  // A recorded backward refers back to the forward nodes, so create_graph keeps the graph.
+  detail::run_backward({.outputs = std::span(this, 1),
+                        .grad_outputs = std::span(&grad_output, 1),
+                        .retain_graph = retain_graph || create_graph,
+                        .create_graph = create_graph});
 }
 
 Tensor Tensor::detach() const {

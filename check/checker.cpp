@@ -142,7 +142,7 @@ InvariantResult check_causality(const AttentionFn& f, const Tensor& X,
       std::vector<double> w(Y.numel(), 0.0);
       for (int64_t c = 0; c < d; ++c) w[(b * T + i) * d + c] = rng.normal();
       const Tensor dX =
-          grad({Y}, {x}, {from_vector(w, Y.shape(), Y.dtype())}, false, /*retain_graph=*/1)[0];
+          grad({Y}, {x}, {from_vector(w, Y.shape(), Y.dtype())}, false, /*retain_graph=*/true)[0];
       const auto g = dX.to_vector();
       for (int64_t bb = 0; bb < batch; ++bb)
         for (int64_t j = 0; j < T; ++j) {

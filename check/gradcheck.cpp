@@ -66,7 +66,7 @@ std::vector<Tensor> weighted_grads(const std::vector<Tensor>& outputs,
     for (const Tensor& x : xs) z.push_back(zeros(x.shape(), x.dtype()));
     return z;
   }
-  return grad(ys, xs, ws, /*create_graph=*/false, /*retain_graph=*/1);
+  return grad(ys, xs, ws, /*create_graph=*/false, /*retain_graph=*/true);
 }
 
 struct Compare {

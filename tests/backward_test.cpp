@@ -83,6 +83,53 @@ TEST(Backward, CreateGraphGradDoesNotAliasGradOutput) {
   x.set_grad(Tensor());  // break the create_graph cycle (x -> grad -> graph -> x)
 }
 
+// Every sum the engine makes follows one rule: it writes in place only into a buffer nobody else
+// sees. Here the caller's grad_output reaches the leaf twice (x + x), inside the pass.
+TEST(Backward, FanOutNeverWritesIntoTheGradOutput) {
+  const Tensor x = leaf({1, 2}, {2});
+  const Tensor go = tg::from_vector({3, -1}, {2});
+  tg::add(x, x).backward(go);
+  EXPECT_EQ(go.to_vector(), V({3, -1}));
+  EXPECT_EQ(x.grad().to_vector(), V({6, -2}));
+  tg::add(x, x).backward(go);  // and at the commit, into the .grad() the first pass made
+  EXPECT_EQ(go.to_vector(), V({3, -1}));
+  EXPECT_EQ(x.grad().to_vector(), V({12, -4}));
+}
+
+// A gradient that create_graph recorded keeps its values: a later plain backward sums into a
+// new buffer, even when nobody else holds the recorded one.
+TEST(Backward, ARecordedGradIsNeverWrittenInPlace) {
+  const Tensor x = leaf({1, 2}, {2});
+  tg::sum_of_squares(x).backward(Tensor(), false, /*create_graph=*/true);
+  const void* recorded = nullptr;
+  {
+    const Tensor g = x.grad();
+    ASSERT_FALSE(g.is_leaf());
+    recorded = g.data<double>();
+  }
+  tg::sum_of_squares(x).backward();
+  const Tensor g = x.grad();
+  EXPECT_EQ(g.to_vector(), V({4, 8}));
+  EXPECT_NE(g.data<double>(), recorded);
+  x.set_grad(Tensor());  // break the create_graph cycle
+}
+
+// tg::grad's retain_graph, unset, is create_graph (PyTorch's None); set, it is what it says.
+TEST(Grad, RetainGraphDefaultsToCreateGraph) {
+  const Tensor x = leaf({1, -2}, {2});
+  const Tensor y = tg::sum_of_squares(tg::scale(x, 3.0));  // 9 x^2
+  EXPECT_EQ(tg::grad({y}, {x})[0].to_vector(), V({18, -36}));
+  tg::test::expect_throws<tg::GraphError>([&] { tg::grad({y}, {x}); }, {"freed", "retain_graph"});
+  const Tensor z = tg::sum_of_squares(tg::scale(x, 3.0));
+  tg::grad({z}, {x}, {}, /*create_graph=*/true);
+  tg::grad({z}, {x}, {}, /*create_graph=*/false, /*retain_graph=*/true);
+  EXPECT_EQ(tg::grad({z}, {x}, {}, false, /*retain_graph=*/false)[0].to_vector(), V({18, -36}));
+  tg::test::expect_throws<tg::GraphError>([&] { tg::grad({z}, {x}); }, {"freed"});
+  const Tensor w = tg::sum_of_squares(tg::scale(x, 3.0));
+  tg::grad({w}, {x}, {}, /*create_graph=*/true, /*retain_graph=*/false);
+  tg::test::expect_throws<tg::GraphError>([&] { tg::grad({w}, {x}); }, {"freed"});
+}
+
 TEST(Detach, SharesDataButNotTheTape) {
   const Tensor x = leaf({1, 2}, {2});
   const Tensor d = x.detach();

@@ -127,7 +127,7 @@ TEST(Threads, ConcurrentBackwardsThroughOneRetainedGraphWorkOrAreRefused) {
     threads.emplace_back([&] {
       for (int k = 0; k < 20; ++k) {
         try {
-          tg::grad({loss}, {W}, {}, false, /*retain_graph=*/1);
+          tg::grad({loss}, {W}, {}, false, /*retain_graph=*/true);
           ++ok;
         } catch (const tg::GraphError& e) {
           EXPECT_NE(std::string(e.what()).find("another thread"), std::string::npos) << e.what();
@@ -139,8 +139,8 @@ TEST(Threads, ConcurrentBackwardsThroughOneRetainedGraphWorkOrAreRefused) {
   EXPECT_EQ(ok + refused, 80);
   EXPECT_GT(ok.load(), 0);
   // Whatever ran concurrently, a backward afterwards gives the one true gradient.
-  const Tensor g1 = tg::grad({loss}, {W}, {}, false, 1)[0];
-  const Tensor g2 = tg::grad({loss}, {W}, {}, false, 1)[0];
+  const Tensor g1 = tg::grad({loss}, {W}, {}, false, /*retain_graph=*/true)[0];
+  const Tensor g2 = tg::grad({loss}, {W}, {}, false, /*retain_graph=*/true)[0];
   EXPECT_EQ(g1.to_vector(), g2.to_vector());
 }
 

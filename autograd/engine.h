@@ -1,0 +1,57 @@
+#pragma once
+// What the engine's files share; internal, not installed. tape.cpp: a node's life (recorded, its
+// derivative run, freed); backward_pass.cpp: the pass (and the GradReadyScopes it tells);
+// leaf_grads.cpp: summing gradients and committing .grad().
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace tg::detail {
+
+/// Empties v, and gives its memory back when a huge graph made it huge (else it is kept, so the
+/// next use of v allocates nothing).
+template <class V>
+void clear_keeping_small(V& v) {
+  v.clear();
+  if (v.capacity() > 4096) V().swap(v);
+}
+
+/// Names n for messages: "'softmax' (recorded at model.cpp:12)".
+std::string op_at(const Node& n);
+/// Runs n's derivative on dY. Throws GraphError (a tensor it saved was changed in place since,
+/// or create_graph through a kernel alone) or what the derivative threw, naming the op.
+Grads call_backward(Node& n, const Tensor& dY, bool create_graph);
+
+/// What a pass is asked: without inputs, gradients into every leaf's .grad() (Tensor::backward);
+/// with inputs, their gradients returned and no .grad() touched (tg::grad).
+struct BackwardCall {
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> grad_outputs;  // none, or one per output (undefined: ones, for a scalar)
+  const std::vector<Tensor>* inputs = nullptr;
+  bool retain_graph = false;
+  bool create_graph = false;
+  const char* who() const { return inputs ? "grad" : "backward"; }  // for messages
+};
+/// Runs one pass. Throws GraphError, ShapeError or ValueError (see Tensor::backward), or what a
+/// derivative threw, naming its op; every .grad() is as it was then.
+std::vector<Tensor> run_backward(const BackwardCall& call);
+
+/// A leaf a pass feeds (or that is an output).
+struct LeafState {
+  TensorImpl* leaf;
+  std::shared_ptr<TensorImpl> grad;  // staged: committed to .grad() when the pass succeeds
+  int input = -1;     // index among tg::grad's inputs, or -1
+  int uses = 0;       // with a GradReadyScope: edges into this leaf whose node has not run yet
+  bool told = false;  // the GradReadyScope's callback ran for this leaf
+};
+
+/// Adds g into slot (null: zero so far), recorded under create_graph. Throws MemoryError.
+void accumulate_grad(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph);
+/// Adds each leaf's staged gradient into its .grad(). Throws MemoryError.
+void commit_leaf_grads(std::span<const LeafState> leaves, bool create_graph);
+
+}  // namespace tg::detail

@@ -1,0 +1,200 @@
+// A node's life: an op records it (attach, save, save_output), the backward pass runs its
+// derivative (call_backward, which holds it to the derivative contract), and it is freed.
+
+#include <utility>
+
+#include "autograd/engine.h"
+#include "autograd/pool.h"
+
+namespace tg {
+
+namespace {
+
+// Deleting a node drops its edges and closures, which may drop the last reference to the next
+// node, and so on down a chain: plain recursion would overflow the stack on a long chain. So a
+// dying node moves what it holds into a per-thread queue, and the outermost one drains it.
+struct ReleaseQueue {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<BackwardFn> closures;  // they hold tensors, which hold nodes
+  bool draining = false;
+};
+thread_local ReleaseQueue release_queue;
+
+void drain(ReleaseQueue& q) {
+  if (q.draining) return;
+  q.draining = true;
+  while (!q.nodes.empty() || !q.closures.empty()) {
+    if (!q.closures.empty()) {
+      BackwardFn f = std::move(q.closures.back());
+      q.closures.pop_back();
+      f.reset();  // may queue more
+    } else {
+      std::shared_ptr<Node> n = std::move(q.nodes.back());
+      q.nodes.pop_back();
+      n.reset();  // may queue more
+    }
+  }
+  detail::clear_keeping_small(q.nodes);
+  detail::clear_keeping_small(q.closures);
+  q.draining = false;
+}
+
+// Destroys a node's closure: in place when no drain is running (a node that frees then only
+// queues what it holds, drained right after), else queued for the drain that is.
+void drop_closure(BackwardFn& f, ReleaseQueue& q) {
+  if (!f) return;
+  if (q.draining) {
+    q.closures.push_back(std::move(f));
+    return;
+  }
+  q.draining = true;
+  f.reset();
+  q.draining = false;
+  drain(q);
+}
+
+Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage) {
+  auto impl = detail::make_pooled<TensorImpl>();
+  impl->shape = node->output_shape;
+  impl->dtype = node->output_dtype;
+  impl->storage = std::move(storage);
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  return Tensor(std::move(impl));
+}
+
+std::string where_str(const Node& n) {
+  return std::string(n.where.file_name()) + ":" + std::to_string(n.where.line());
+}
+
+// Refuses to run a derivative on tensors written in place since the op saved them.
+void check_versions(const Node& n) {
+  auto check = [&](const Storage& s, uint64_t then, const Shape& shape) {
+    if (s.version() == then) return;
+    throw GraphError("backward of " + detail::op_at(n) + ": a tensor it saved, of shape " +
+                     shape.str() + ", was modified in place since (version " +
+                     std::to_string(then) + ", now " + std::to_string(s.version()) +
+                     "); its gradient would be wrong. Run backward before changing it (an "
+                     "optimizer step, a write through data<T>() or set()), or change a clone");
+  };
+  for (int i = 0; i < n.num_saved; ++i) {
+    const SavedVersion& v = n.saved[i];
+    check(*v.storage, v.version, v.shape);
+  }
+  if (n.saves_output) check(*n.output_storage, n.output_version, n.output_shape);
+}
+
+}  // namespace
+
+Node::~Node() {
+  ReleaseQueue& q = release_queue;
+  for (Edge& e : next)
+    if (e.node) q.nodes.push_back(std::move(e.node));
+  drop_closure(formula, q);
+  drop_closure(kernel, q);
+  drain(q);
+}
+
+void Node::release() {
+  ReleaseQueue& q = release_queue;
+  drop_closure(formula, q);
+  drop_closure(kernel, q);
+  output_storage.reset();
+  released = true;
+  drain(q);
+}
+
+std::shared_ptr<Node> make_node() { return detail::make_pooled<Node>(); }
+
+namespace detail {
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void save(Node& node, const Tensor& t) {
+  if (!t.defined()) return;
+  if (node.num_saved == kMaxSaved)
+    throw GraphError(std::string("record: '") + node.op + "' saves more than " +
+                     std::to_string(kMaxSaved) + " tensors");
+  node.saved[node.num_saved++] = SavedVersion{t.impl().storage.get(), t.version(), t.shape()};
+}
+
+void save_output(Node& node, const Tensor& out) {
+  if (node.saves_output) return;
+  node.saves_output = true;
+  node.output_storage = out.impl().storage;
+  node.output_version = out.version();
+}
+
+Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
+              const std::source_location& where, Node*& raw) {
+  if (inputs.size() > static_cast<std::size_t>(kMaxInputs))
+    throw GraphError(std::string("record: '") + op + "' has " + std::to_string(inputs.size()) +
+                     " inputs; a node holds at most " + std::to_string(kMaxInputs));
+  auto node = make_node();
+  raw = node.get();
+  node->op = op;
+  node->where = where;
+  int i = 0;
+  for (const Tensor& t : inputs) {
+    Edge& e = node->next[i++];
+    if (!t.defined() || !t.requires_grad()) continue;
+    e.shape = t.shape();
+    e.dtype = t.dtype();
+    if (t.is_leaf())
+      e.leaf = t.impl_ptr();
+    else
+      e.node = t.impl().grad_fn;
+  }
+  node->num_inputs = i;
+  node->output_shape = out.shape();
+  node->output_dtype = out.dtype();
+  // A fresh output (the usual case) is marked in place; one the op returned from elsewhere (a
+  // view of its input, say) gets its own impl, so other handles to it stay untouched.
+  if (out.impl_ptr().use_count() == 1 && out.is_leaf() && !out.requires_grad()) {
+    out.impl().requires_grad = true;
+    out.impl().grad_fn = std::move(node);
+    return out;
+  }
+  return node_output(std::move(node), out.impl().storage);
+}
+
+std::string op_at(const Node& n) {
+  return std::string("'") + n.op + "' (recorded at " + where_str(n) + ")";
+}
+
+// A node's kernel runs when no graph is being built and it has one, else its formula (recorded
+// under create_graph). An error from either is rethrown, same type, naming the forward op and the
+// user's line that recorded the node.
+Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
+  auto where = [&](const char* what) {
+    const std::string m = what;
+    if (m.find(" (in the backward of '") != std::string::npos) return m;
+    return m + " (in the backward of '" + n.op + "', recorded at " + where_str(n) + ")";
+  };
+  check_versions(n);
+  const bool use_kernel = n.kernel && (!create_graph || !n.formula);
+  if (create_graph && !n.formula)
+    throw GraphError("backward: " + op_at(n) + " is not twice differentiable: it has a kernel "
+                     "but no formula in ops, so create_graph cannot record its backward");
+  // The output, attached to n again, so that a formula in Y stays differentiable.
+  const Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
+  try {
+    return use_kernel ? n.kernel(dY, Y) : n.formula(dY, Y);
+  } catch (const ShapeError& e) {
+    throw ShapeError(where(e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(where(e.what()));
+  } catch (const GraphError& e) {
+    throw GraphError(where(e.what()));
+  } catch (const IoError& e) {
+    throw IoError(where(e.what()));
+  }
+}
+
+}  // namespace detail
+
+}  // namespace tg
