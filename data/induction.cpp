@@ -1,6 +1,5 @@
 #include "data/induction.h"
 
-#include <limits>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -78,24 +77,16 @@ double induction_accuracy(const Tensor& logits, const InductionBatch& batch) {
     throw ShapeError("induction_accuracy: logits " + logits.shape().str() + " do not fit targets " +
                      batch.y.shape().str() + ": expected (" + std::to_string(B) + ", " +
                      std::to_string(T) + ", V) with V >= 1");
-  const int64_t V = logits.size(2);
-  const int64_t* y = batch.y.data<int64_t>();
-  const int64_t* mask = batch.predictable.data<int64_t>();
-  int64_t correct = 0, counted = 0;
-  dispatch(logits.dtype(), [&]<class T_>() {
-    const T_* z = logits.data<T_>();  // (B, T, V)
-    for (int64_t i = 0; i < B * T; ++i) {
-      if (!mask[i]) continue;
-      const T_* row = z + i * V;
-      int64_t best = 0;
-      for (int64_t v = 1; v < V; ++v)  // NaN counts as the maximum, as in torch.argmax
-        if (row[v] > row[best] || (row[v] != row[v] && row[best] == row[best])) best = v;
-      ++counted;
-      correct += best == y[i];
-    }
-  });
-  if (counted == 0) return std::numeric_limits<double>::quiet_NaN();
-  return static_cast<double>(correct) / static_cast<double>(counted);
+  return scored_accuracy(logits, Batch{batch.x, batch.y, batch.predictable});
 }
+
+InductionBatches::InductionBatches(int64_t B, int64_t T, int64_t V) : B_(B), T_(T), V_(V) {}
+
+Batch InductionBatches::train_batch(int64_t, Rng& rng) const {
+  InductionBatch b = induction_batch(B_, T_, V_, rng);
+  return {std::move(b.x), std::move(b.y), std::move(b.predictable)};
+}
+
+Batch InductionBatches::eval_batch(int64_t, Rng& rng) const { return train_batch(0, rng); }
 
 }  // namespace tg::data

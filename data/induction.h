@@ -1,5 +1,5 @@
 #pragma once
-// The induction task (DESIGN.md, "Data"). Each sequence s has T + 1 tokens: a period P drawn
+// The induction task. Each sequence s has T + 1 tokens: a period P drawn
 // uniformly from [ceil((T + 1) / 4), ceil((T + 1) / 2)], then P distinct tokens drawn without
 // replacement from [0, V), then repeats: s[t] = s[t - P] for t >= P. x = s[:T], y = s[1:].
 // The period varies per sequence, so no fixed positional offset solves it: the model has to find
@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "autograd/tensor.h"
+#include "data/source.h"
 
 namespace tg::data {
 
@@ -34,5 +35,19 @@ Tensor targets_predictable_only(const InductionBatch& batch);
 /// predictable targets; NaN when the batch has none (possible only for T <= 2). Throws
 /// ShapeError when logits are not (B, T, V) for the batch, ValueError for int64 logits.
 double induction_accuracy(const Tensor& logits, const InductionBatch& batch);
+
+/// The task as a source: training and evaluation batches alike are induction_batch(B, T, V)
+/// from the generator given, with the predictable targets as the labels an accuracy counts.
+class InductionBatches : public Source {
+ public:
+  /// Never throws; the draws throw as induction_batch for B, T or V it cannot draw from.
+  InductionBatches(int64_t B, int64_t T, int64_t V);
+  int64_t batch_size() const override { return B_; }
+  Batch train_batch(int64_t step, Rng& rng) const override;
+  Batch eval_batch(int64_t i, Rng& rng) const override;
+
+ private:
+  int64_t B_, T_, V_;
+};
 
 }  // namespace tg::data

@@ -1,5 +1,6 @@
 # data/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
+  data/batch.cpp
   data/batches.cpp
   data/induction.cpp
   data/text.cpp

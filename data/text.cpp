@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "autograd/error.h"
 #include "data/uniform.h"
@@ -37,6 +38,17 @@ Batch TextData::sample(Split split, int64_t B, int64_t T, Rng& rng) const {
     std::copy_n(data.begin() + offset + 1, T, y + b * T);
   }
   return batch;
+}
+
+TextBatches::TextBatches(TextData text, int64_t B, int64_t T)
+    : text_(std::move(text)), B_(B), T_(T) {}
+
+Batch TextBatches::train_batch(int64_t, Rng& rng) const {
+  return text_.sample(Split::train, B_, T_, rng);
+}
+
+Batch TextBatches::eval_batch(int64_t, Rng& rng) const {
+  return text_.sample(Split::val, B_, T_, rng);
 }
 
 }  // namespace tg::data

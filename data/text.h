@@ -10,6 +10,7 @@
 
 #include "autograd/tensor.h"
 #include "data/batch.h"
+#include "data/source.h"
 #include "data/tokenizer.h"
 
 namespace tg::data {
@@ -38,6 +39,22 @@ class TextData {
  private:
   std::vector<int64_t> train_;
   std::vector<int64_t> val_;
+};
+
+/// A text as a source: training batches of B windows of T + 1 tokens from the training split,
+/// evaluation batches from the validation split (TextData::sample).
+class TextBatches : public Source {
+ public:
+  /// Never throws; the draws throw as TextData::sample (a split shorter than T + 1 tokens).
+  TextBatches(TextData text, int64_t B, int64_t T);
+  const TextData& text() const { return text_; }
+  int64_t batch_size() const override { return B_; }
+  Batch train_batch(int64_t step, Rng& rng) const override;
+  Batch eval_batch(int64_t i, Rng& rng) const override;
+
+ private:
+  TextData text_;
+  int64_t B_, T_;
 };
 
 }  // namespace tg::data

@@ -3,9 +3,10 @@
 // n_embd 4, block 4) on a fixed text whose vocabulary is "abc" (so the tensors are small:
 // transformer.wte.weight (3, 4), transformer.wpe.weight (4, 4), ... ; see
 // fuzz/make_train_init_corpus.py, which writes the seed corpus).
-// The contract checked (DESIGN.md): run_train either throws a tg::Error whose message is one
-// printable line and leaves no --out folder behind, or returns 0 with the four files written.
-// Anything else (another exception type, a crash, a sanitizer report) aborts.
+// The contract checked (bad input: one clear line, no partial output): run_train either throws a
+// tg::Error whose message is one printable line and leaves no --out folder behind, or returns 0
+// with the four files written. Anything else (another exception type, a crash, a sanitizer report)
+// aborts.
 
 #include <cstdint>
 #include <exception>

@@ -12,6 +12,7 @@
 #include "check/checker.h"
 #include "ops/reshape.h"
 #include "nn/attention.h"
+#include "nn/gpt.h"
 #include "test_util.h"
 #include "tools/checkpoint.h"
 #include "tools/inspect_cmd.h"
@@ -78,9 +79,8 @@ TEST(Induction, TwoLayersLearnToCopyOneLayerCannotAndTheStripeShows) {
   // tokens right after the current one's earlier occurrences; the first layer's do not.
   const std::string path = dir.file("two") + "/model.safetensors";
   tg::ckpt::ModelFile file = tg::ckpt::read_model(path);
-  tg::Rng rng(0);
-  tg::nn::GPT model(file.config, rng);
-  tg::ckpt::load_weights(model, std::move(file.tensors), path);
+  tg::ckpt::load_weights(*file.model, std::move(file.tensors), path);
+  auto& model = dynamic_cast<tg::nn::GPT&>(file.model->module());
   model.eval();
   const std::vector<int64_t> tokens = tg::repeated_sequence(16, 10);
   const Tensor idx = tg::from_indices(tokens, {1, 16});

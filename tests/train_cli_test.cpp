@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,6 +28,9 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "nn/gpt.h"
+#include "nn/gpt_config.h"
+#include "tools/arch.h"
+#include "tools/sample_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace tg {
@@ -253,16 +257,16 @@ TEST(Sample, GreedyWithCacheEqualsFullForwards) {
   const nn::GPTConfig c{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
                        .dtype = Dtype::f64};
   Rng init(5);
-  nn::GPT model(c, init);
-  model.eval();
+  const std::unique_ptr<Model> model = find_arch("gpt")->build(nn::gpt_config_to_json(c), init);
+  model->module().eval();
   Rng rng(0);
   const std::vector<int64_t> prompt = {3, 1, 4};
-  const std::vector<int64_t> cached = generate(model, prompt, 20, 0.0, 0, rng);
+  const std::vector<int64_t> cached = generate(*model->decoder(), prompt, 20, 0.0, 0, rng);
   std::vector<int64_t> ctx = prompt, full;
   for (int i = 0; i < 20; ++i) {
     const std::vector<int64_t> window(ctx.end() - std::min<std::ptrdiff_t>(ctx.size(), 8), ctx.end());
     const auto T = static_cast<int64_t>(window.size());
-    const std::vector<double> logits = model(from_indices(window, {1, T})).to_vector();
+    const std::vector<double> logits = model->forward(from_indices(window, {1, T})).to_vector();
     const auto last = logits.end() - c.vocab_size;
     full.push_back(std::max_element(last, logits.end()) - last);
     ctx.push_back(full.back());
@@ -307,6 +311,14 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
       if (name == "transformer.h.1.mlp.c_fc.weight") t = zeros({64, 8}, Dtype::f32);
     write_safetensors(dir / "wrong_shape.st", st.tensors);
   }
+  {  // the good run, its model recorded as one of an architecture this program does not know
+    fs::create_directories(dir / "foreign");
+    for (const std::string f : {"train_state.safetensors", "metrics.csv"})
+      fs::copy_file(dir / ("good/" + f), dir / ("foreign/" + f));
+    SafeTensors st = read_safetensors(dir / "good/model.safetensors");
+    st.metadata["tapegrad.arch"] = "llama";
+    write_safetensors(dir / "foreign/model.safetensors", st.tensors, st.metadata);
+  }
   write_npy(dir / "float.npy", zeros({2, 2, 5}, Dtype::f64));
   write_npy(dir / "rank2.npy", from_indices({1, 2, 3, 4}, {2, 2}));
   write_npy(dir / "big_token.npy", from_indices({0, 1, 2, 3, 9, 0, 1, 2, 3, 4}, {1, 2, 5}));
@@ -339,6 +351,10 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
       {"init and resume", tiny(T, dir / "out", {"--init", dir / "good/model.safetensors",
                                                 "--resume", dir / "good"}), 2, "--resume"},
       {"heads not dividing embd", tiny(T, dir / "out", {"--heads", "3"}), 2, "--heads 3"},
+      {"unknown arch", tiny(T, dir / "out", {"--arch", "llama"}), 2, "--arch must be gpt, got 'llama'"},
+      {"resume an unknown arch", tiny(T, dir / "out", {"--resume", dir / "foreign"}), 1,
+       "tapegrad.arch 'llama' is not an architecture this program knows (gpt)"},
+      {"sample an unknown arch", {"sample", "--ckpt", dir / "foreign"}, 1, "tapegrad.arch 'llama'"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

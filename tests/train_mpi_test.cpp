@@ -1,5 +1,5 @@
-// `tapegrad train` on two ranks under mpirun (DESIGN.md "Data-parallel training"), run as a user
-// runs it, a subprocess on files in temporary folders:
+// `tapegrad train` on two ranks under mpirun (data-parallel training, tools/train_dist.h), run as a
+// user runs it, a subprocess on files in temporary folders:
 //   equality:   2 ranks equal 1 rank in float64 to 1e-12 relative (losses, grad norms, val_loss
 //               and accuracy of metrics.csv; every weight of model.safetensors) for AdamW with
 //               clipping and SGD with momentum, on a text, the induction task and --batches
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -29,6 +30,8 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "nn/gpt.h"
+#include "nn/gpt_config.h"
+#include "tools/arch.h"
 #include "tools/train_dist.h"
 
 namespace tg {
@@ -281,7 +284,9 @@ TEST(SliceLoss, IgnoredTargetsWeighAsInTheWholeBatch) {
   const nn::GPTConfig config{.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 1,
                             .n_embd = 8, .dtype = Dtype::f64};
   Rng rng(3);
-  nn::GPT model(config, rng);
+  const std::unique_ptr<Model> gpt =
+      find_arch("gpt")->build(nn::gpt_config_to_json(config), rng);
+  nn::Module& model = gpt->module();
   std::vector<int64_t> x(4 * 5), y(4 * 5);
   for (int64_t i = 0; i < 20; ++i) {
     x[i] = (i * 3) % 7;
@@ -290,7 +295,7 @@ TEST(SliceLoss, IgnoredTargetsWeighAsInTheWholeBatch) {
   for (const int64_t i : {0, 2, 5, 6, 7, 8, 9, 13}) y[i] = -1;  // rank 0: 3 + 0 counted, rank 1: 9
   const data::Batch batch{from_indices(x, {4, 5}), from_indices(y, {4, 5})};
 
-  const SliceLoss whole = slice_loss(model, batch, 0, 1);
+  const SliceLoss whole = slice_loss(*gpt, batch, 0, 1);
   whole.backprop.backward();
   std::vector<std::vector<double>> want;
   for (const Tensor& p : model.parameters()) want.push_back(p.grad().to_vector());
@@ -298,7 +303,7 @@ TEST(SliceLoss, IgnoredTargetsWeighAsInTheWholeBatch) {
 
   double loss = 0;
   for (int r = 0; r < 2; ++r) {
-    const SliceLoss part = slice_loss(model, batch, r, 2);
+    const SliceLoss part = slice_loss(*gpt, batch, r, 2);
     loss += part.share;
     if (part.backprop.defined()) part.backprop.backward();  // gradients add up over the slices
   }

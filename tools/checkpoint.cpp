@@ -18,116 +18,103 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* gelu_name(nn::GeluKind g) { return g == nn::GeluKind::tanh ? "tanh" : "erf"; }
+constexpr const char* kArchKey = "tapegrad.arch";
 
-// The field `key` of the config object as T; throws IoError naming the file and the field.
-template <class T>
-T field(const Json& j, const char* key, const std::string& file) {
-  const auto it = j.find(key);
-  const bool ok = it != j.end() && (std::is_same_v<T, bool>          ? it->is_boolean()
-                                    : std::is_same_v<T, std::string> ? it->is_string()
-                                    : std::is_integral_v<T>          ? it->is_number_integer()
-                                                                     : it->is_number());
-  if (!ok)
-    throw IoError(file + ": tapegrad.config has no " +
-                  (std::is_same_v<T, bool>          ? "boolean"
-                   : std::is_same_v<T, std::string> ? "string"
-                   : std::is_integral_v<T>          ? "integer"
-                                                    : "number") +
-                  " field '" + key + "'");
-  return it->get<T>();
+// The architecture the file records; the default one when it records none.
+const Arch& arch_of_file(const std::map<std::string, std::string>& metadata,
+                         const std::string& path) {
+  const auto name = metadata.find(kArchKey);
+  if (name == metadata.end()) return default_arch();
+  const Arch* arch = find_arch(name->second);
+  if (arch == nullptr)
+    throw IoError(path + ": " + kArchKey + " '" + detail::printable(name->second) +
+                  "' is not an architecture this program knows (" + arch_names() + ")");
+  return *arch;
+}
+
+// Sizes a hand-edited file could make absurd (the config's fields that integer flags set: GPT's
+// vocab_size, block_size, n_layer, n_head and n_embd): the model refuses the ones below 1, but
+// not one whose tensors would not fit in memory before the shapes are even compared with the
+// file's.
+void check_sizes(const Arch& arch, const std::string& config, const std::string& path) {
+  constexpr int64_t kMaxDim = int64_t{1} << 24;
+  const Json j = Json::parse(config, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;  // the architecture's parser says so
+  for (const ModelFlag& f : arch.flags) {
+    const auto it = j.find(f.key);
+    if (!std::holds_alternative<int64_t TrainArgs::*>(f.member) || it == j.end() ||
+        !it->is_number_integer())
+      continue;
+    const auto d = it->get<int64_t>();
+    if (d < 1 || d > kMaxDim)
+      throw IoError(path + ": tapegrad.config has a size " + std::to_string(d) +
+                    " outside [1, 2^24]");
+  }
+}
+
+// The model tapegrad.config describes, with initial weights of its own (a file's replace them).
+std::unique_ptr<Model> build_model(const Arch& arch, const std::string& config,
+                                   const std::string& path) {
+  check_sizes(arch, config, path);
+  Rng init_rng(0);
+  try {
+    return arch.build(config, init_rng);
+  } catch (const ValueError& e) {
+    throw IoError(path + ": tapegrad.config " + e.what());
+  }
+}
+
+// tapegrad.vocab, which must have a character per token id of the model.
+std::string checked_vocab(const std::string& vocab, const Model& model, const std::string& path) {
+  int64_t chars = 0;
+  try {
+    chars = data::CharTokenizer::from_vocab(vocab).size();
+  } catch (const ValueError& e) {
+    throw IoError(path + ": tapegrad.vocab: " + e.what());
+  }
+  TrainArgs flags;
+  set_model_flags(model, flags);
+  if (chars != flags.vocab)
+    throw IoError(path + ": tapegrad.vocab has " + std::to_string(chars) +
+                  " characters but vocab_size is " + std::to_string(flags.vocab));
+  return vocab;
+}
+
+int64_t parsed_step(const std::string& text, const std::string& path) {
+  try {
+    std::size_t used = 0;
+    const int64_t step = std::stoll(text, &used);
+    if (used != text.size() || step < 0) throw std::invalid_argument("step");
+    return step;
+  } catch (const std::exception&) {
+    throw IoError(path + ": tapegrad.step '" + text + "' is not a count");
+  }
 }
 
 }  // namespace
-
-std::string config_json(const nn::GPTConfig& c) {
-  Json j;
-  j["vocab_size"] = c.vocab_size;
-  j["block_size"] = c.block_size;
-  j["n_layer"] = c.n_layer;
-  j["n_head"] = c.n_head;
-  j["n_embd"] = c.n_embd;
-  j["bias"] = c.bias;
-  j["gelu"] = gelu_name(c.gelu);
-  j["attention_only"] = c.attention_only;
-  j["dropout"] = c.dropout;
-  j["dtype"] = c.dtype == Dtype::f32 ? "f32" : "f64";
-  return j.dump();
-}
-
-nn::GPTConfig parse_config(const std::string& text, const std::string& file) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    throw IoError(file + ": tapegrad.config is not a JSON object");
-  nn::GPTConfig c;
-  c.vocab_size = field<int64_t>(j, "vocab_size", file);
-  c.block_size = field<int64_t>(j, "block_size", file);
-  c.n_layer = field<int64_t>(j, "n_layer", file);
-  c.n_head = field<int64_t>(j, "n_head", file);
-  c.n_embd = field<int64_t>(j, "n_embd", file);
-  c.bias = field<bool>(j, "bias", file);
-  const std::string gelu = field<std::string>(j, "gelu", file);
-  const std::string dtype = field<std::string>(j, "dtype", file);
-  c.attention_only = field<bool>(j, "attention_only", file);
-  c.dropout = field<double>(j, "dropout", file);
-  if (gelu != "tanh" && gelu != "erf")
-    throw IoError(file + ": tapegrad.config has gelu '" + gelu + "' (tanh or erf)");
-  if (dtype != "f32" && dtype != "f64")
-    throw IoError(file + ": tapegrad.config has dtype '" + dtype + "' (f32 or f64)");
-  c.gelu = gelu == "tanh" ? nn::GeluKind::tanh : nn::GeluKind::erf;
-  c.dtype = dtype == "f32" ? Dtype::f32 : Dtype::f64;
-  // Sizes a hand-edited file could make absurd: GPT itself refuses the rest (< 1, n_head not
-  // dividing n_embd, dropout outside [0, 1)), but not a size whose tensors would not fit in
-  // memory before the shapes are even compared with the file's.
-  constexpr int64_t kMaxDim = int64_t{1} << 24;
-  for (const int64_t d : {c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd})
-    if (d < 1 || d > kMaxDim)
-      throw IoError(file + ": tapegrad.config has a size " + std::to_string(d) +
-                    " outside [1, 2^24]");
-  if (c.n_embd % c.n_head != 0 || !(c.dropout >= 0 && c.dropout < 1))
-    throw IoError(file + ": tapegrad.config " + text + " is not a valid GPT config");
-  return c;
-}
 
 ModelFile read_model(const std::string& path) { return parse_model(detail::read_file(path), path); }
 
 ModelFile parse_model(std::string_view bytes, const std::string& path) {
   SafeTensors st = parse_safetensors(bytes, path);
-  ModelFile m;
   const auto config = st.metadata.find("tapegrad.config");
   if (config == st.metadata.end())
     throw IoError(path + ": no tapegrad.config in the metadata (not written by tapegrad train)");
-  m.config = parse_config(config->second, path);
-  if (const auto v = st.metadata.find("tapegrad.vocab"); v != st.metadata.end()) {
-    int64_t chars = 0;
-    try {
-      chars = data::CharTokenizer::from_vocab(v->second).size();
-    } catch (const ValueError& e) {
-      throw IoError(path + ": tapegrad.vocab: " + e.what());
-    }
-    if (chars != m.config.vocab_size)
-      throw IoError(path + ": tapegrad.vocab has " + std::to_string(chars) +
-                    " characters but vocab_size is " + std::to_string(m.config.vocab_size));
-    m.vocab = v->second;
-  }
-  if (const auto s = st.metadata.find("tapegrad.step"); s != st.metadata.end()) {
-    try {
-      std::size_t used = 0;
-      m.step = std::stoll(s->second, &used);
-      if (used != s->second.size() || m.step < 0) throw std::invalid_argument("step");
-    } catch (const std::exception&) {
-      throw IoError(path + ": tapegrad.step '" + s->second + "' is not a count");
-    }
-  }
+  ModelFile m;
+  m.model = build_model(arch_of_file(st.metadata, path), config->second, path);
+  if (const auto v = st.metadata.find("tapegrad.vocab"); v != st.metadata.end())
+    m.vocab = checked_vocab(v->second, *m.model, path);
+  if (const auto s = st.metadata.find("tapegrad.step"); s != st.metadata.end())
+    m.step = parsed_step(s->second, path);
   m.tensors = std::move(st.tensors);
   return m;
 }
 
-void load_weights(nn::GPT& model, NamedTensors tensors, const std::string& file) {
-  const Dtype dtype = model.config().dtype;
+void load_weights(Model& model, NamedTensors tensors, const std::string& file) {
+  const Dtype dtype = model.dtype();
   NamedTensors state;
   for (auto& [name, t] : tensors) {
-    if (name == "lm_head.weight") continue;  // tied to transformer.wte.weight in this model
+    if (model.tied(name)) continue;
     if (t.dtype() == Dtype::i64)
       throw ValueError(file + ": tensor '" + detail::printable(name) + "' is int64; parameters are float");
     if (t.dtype() != dtype) t = t.to(dtype);
@@ -139,20 +126,20 @@ void load_weights(nn::GPT& model, NamedTensors tensors, const std::string& file)
     state.emplace_back(name, t);
   }
   try {
-    model.load_state_dict(state);
+    model.module().load_state_dict(state);
   } catch (const ValueError& e) {
-    throw ValueError(file + ": " + e.what() + " (the model flags give " +
-                     config_json(model.config()) + ")");
+    throw ValueError(file + ": " + e.what() + " (the model flags give " + model.config_json() + ")");
   }
 }
 
-void write_model(const std::string& path, const nn::GPT& model,
+void write_model(const std::string& path, const Model& model,
                  const std::optional<std::string>& vocab, int64_t step) {
   std::map<std::string, std::string> meta = {{"format", "pt"},
-                                             {"tapegrad.config", config_json(model.config())},
+                                             {"tapegrad.config", model.config_json()},
                                              {"tapegrad.step", std::to_string(step)}};
+  if (&model.arch() != &default_arch()) meta[kArchKey] = model.arch().name;
   if (vocab) meta["tapegrad.vocab"] = *vocab;
-  write_safetensors(path, model.state_dict(), meta);
+  write_safetensors(path, model.module().state_dict(), meta);
 }
 
 Tensor rng_state(Rng& rng) {

@@ -1,8 +1,11 @@
 #pragma once
-// What `tapegrad train` writes and `train --resume`, `train --init` and `sample` read
-// (DESIGN.md "Checkpoints"):
-//   model.safetensors        the parameters by nanoGPT's names; metadata tapegrad.config (the
-//                            GPTConfig as JSON), tapegrad.vocab (text models), tapegrad.step
+// What `tapegrad train` writes and `train --resume`, `train --init`, `sample` and `inspect` read
+// (safetensors files, io/safetensors.h):
+//   model.safetensors        the parameters by the model's state_dict names (nanoGPT's for gpt);
+//                            metadata tapegrad.config (the model's config as JSON, tools/arch.h),
+//                            tapegrad.vocab (text models), tapegrad.step, and tapegrad.arch for
+//                            an architecture other than the default (absent: gpt, as every
+//                            checkpoint written before there were others)
 //   train_state.safetensors  the optimizer's state_dict (optim.step, optim.m.NAME, ...), step,
 //                            data.position, rng.data and rng.dropout (the generators' states)
 // Both carry the number of updates done, so a folder whose two files come from different
@@ -10,43 +13,38 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include "nn/gpt.h"
+#include "tools/arch.h"
 
 namespace tg::ckpt {
 
-/// The config as the JSON text of tapegrad.config (nanoGPT's model_args names, plus gelu,
-/// attention_only and dtype). Never throws.
-std::string config_json(const nn::GPTConfig& config);
-
-/// Parses tapegrad.config; throws IoError naming `file` for malformed JSON, a missing or
-/// mistyped field, or a value GPT would refuse.
-nn::GPTConfig parse_config(const std::string& json, const std::string& file);
-
 struct ModelFile {
-  nn::GPTConfig config;
+  std::unique_ptr<Model> model;      // built from tapegrad.config, with initial weights of its own
   std::optional<std::string> vocab;  // tapegrad.vocab
   int64_t step = -1;                 // tapegrad.step, -1 when absent
-  NamedTensors tensors;
+  NamedTensors tensors;              // the file's weights: load_weights puts them in the model
 };
 
-/// Reads a model.safetensors that tapegrad wrote; throws IoError (unreadable, malformed, no
-/// tapegrad.config).
+/// Reads a model.safetensors that tapegrad wrote and builds the model its metadata describes.
+/// Throws IoError (unreadable, malformed, no tapegrad.config, an unknown tapegrad.arch, a config
+/// the architecture refuses or with a size outside [1, 2^24], a vocabulary that does not fit).
 ModelFile read_model(const std::string& path);
 /// The same from the file's bytes (read by one rank, broadcast to the others); `path` names
-/// the file in errors. Throws IoError (malformed, no tapegrad.config).
+/// the file in errors. Throws IoError as read_model, but for the reading.
 ModelFile parse_model(std::string_view bytes, const std::string& path);
 
 /// Copies `tensors` into the model's parameters: floating tensors converted to the model's dtype,
-/// a tied lm_head.weight (nanoGPT's state_dict has one) skipped. Throws ValueError naming `file`
-/// and the tensor (missing, unexpected, int64, another shape, a non-finite value).
-void load_weights(nn::GPT& model, NamedTensors tensors, const std::string& file);
+/// the ones the model ties to another (GPT: lm_head.weight, which nanoGPT's state_dict has)
+/// skipped. Throws ValueError naming `file` and the tensor (missing, unexpected, int64, another
+/// shape, a non-finite value).
+void load_weights(Model& model, NamedTensors tensors, const std::string& file);
 
 /// Writes model.safetensors (via a temporary file); throws IoError / ValueError.
-void write_model(const std::string& path, const nn::GPT& model,
+void write_model(const std::string& path, const Model& model,
                  const std::optional<std::string>& vocab, int64_t step);
 
 /// The engine state of `rng` as a 1-D int64 tensor (the words of std::mt19937_64's text form).

@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "check/checker.h"
 #include "nn/attention.h"
+#include "nn/gpt.h"
 #include "ops/ops.h"
 #include "tools/checkpoint.h"
 #include "tools/heatmap.h"
@@ -52,13 +53,24 @@ std::vector<HeadScores> head_scores(const Tensor& A, const std::vector<int64_t>&
   return out;
 }
 
+namespace {
+
+// The GPT a checkpoint's model is: the lesson's attention is a GPT's (attention_weights).
+const nn::GPT& gpt_of(const Model& model, const std::string& path) {
+  const auto* gpt = dynamic_cast<const nn::GPT*>(&model.module());
+  if (gpt == nullptr)
+    throw ValueError(path + ": a " + model.arch().name + " model; inspect shows a GPT's attention");
+  return *gpt;
+}
+
+}  // namespace
+
 int run_inspect(const InspectArgs& args, std::ostream& out) {
   const std::string path = (std::filesystem::path(args.ckpt) / "model.safetensors").string();
   ckpt::ModelFile file = ckpt::read_model(path);
-  Rng init_rng(0);  // overwritten by the checkpoint's weights
-  nn::GPT model(file.config, init_rng);
-  ckpt::load_weights(model, std::move(file.tensors), path);
-  model.eval();
+  ckpt::load_weights(*file.model, std::move(file.tensors), path);
+  file.model->module().eval();
+  const nn::GPT& model = gpt_of(*file.model, path);
   const nn::GPTConfig& c = model.config();
   const int64_t layer = args.layer < 0 ? c.n_layer - 1 : args.layer;
   const std::vector<int64_t> tokens =

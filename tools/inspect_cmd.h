@@ -1,5 +1,6 @@
 #pragma once
-// `tapegrad inspect`: looks inside a trained GPT's attention (no biases, as the lesson's layer):
+// `tapegrad inspect`: looks inside a trained GPT's attention (no biases, as the lesson's layer;
+// the checkpoint's model must be an nn::GPT, whose attention_weights give the lesson's weights):
 // the weights of every head of one layer on a token sequence, as heatmaps, with how much each
 // head attends to the previous token and to the token after the current one's last occurrence
 // (an induction head's stripe), and the attention-invariant checker run on that layer.
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "autograd/tensor.h"
 
 namespace tg {
 

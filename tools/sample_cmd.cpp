@@ -4,20 +4,21 @@
 //                               nanoGPT starts Shakespeare from "\n", which sorts first there)
 //   repeat N times: logits of the last position -> / temperature -> top-k -> softmax -> draw
 //
-// The model keeps each layer's keys and values (GPT::forward_cached), so a new token costs one
-// position's forward against the cache, O(T), not a forward over the whole context. Past
-// block_size the context is cropped to its last block_size tokens as nanoGPT does, and the cache
-// is recomputed for that window (it no longer matches a prefix of the positions).
+// The model's Decoder keeps each layer's keys and values (GPT::forward_cached), so a new token
+// costs one position's forward against the cache, O(T), not a forward over the whole context.
+// Past block_size the context is cropped to its last block_size tokens as nanoGPT does, and the
+// cache is recomputed for that window (it no longer matches a prefix of the positions).
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "data/tokenizer.h"
 #include "tools/checkpoint.h"
-#include "tools/train_cmd.h"
+#include "tools/sample_cmd.h"
 
 namespace tg {
 
@@ -63,28 +64,27 @@ int64_t sample_token(const Tensor& logits_row, double temperature, int64_t top_k
   return last;  // u rounded up to the total
 }
 
-std::vector<int64_t> generate(const nn::GPT& model, std::vector<int64_t> context, int64_t n,
+std::vector<int64_t> generate(Decoder& decoder, std::vector<int64_t> context, int64_t n,
                               double temperature, int64_t top_k, Rng& rng) {
   if (context.empty()) throw ValueError("generate: the context is empty");
-  const auto block = model.config().block_size;
-  const int64_t V = model.config().vocab_size;
-  nn::KVCache cache;
+  const int64_t block = decoder.max_context();
+  decoder.clear();
   std::vector<int64_t> pending = context;  // tokens not yet in the cache
   if (static_cast<int64_t>(pending.size()) > block)
     pending.erase(pending.begin(), pending.end() - block);
   std::vector<int64_t> out;
   for (int64_t i = 0; i < n; ++i) {
-    const auto T = static_cast<int64_t>(pending.size());
-    const Tensor logits = model.forward_cached(from_indices(pending, {1, T}), cache);  // (1, T, V)
+    const Tensor logits = decoder.forward(pending);  // (1, T, V)
+    const int64_t V = logits.size(-1);
     const std::vector<double> all = logits.to_vector();
     const Tensor last = from_vector(std::vector<double>(all.end() - V, all.end()), {V});
     const int64_t next = sample_token(last, temperature, top_k, rng);
     out.push_back(next);
     context.push_back(next);
-    if (cache.length() < block) {
+    if (decoder.cached() < block) {
       pending = {next};
     } else {  // the window is full: crop to the last block_size tokens, recompute the cache
-      cache.clear();
+      decoder.clear();
       pending.assign(context.end() - block, context.end());
     }
   }
@@ -109,13 +109,14 @@ void run_sample(const SampleArgs& args, std::ostream& out) {
     throw ValueError("--prompt: " + std::string(e.what()) + " of " + path);
   }
   if (context.empty()) context = {0};  // the vocabulary's first character (see the top)
-  Rng init_rng(0);  // the weights are overwritten by the checkpoint's
-  nn::GPT model(file.config, init_rng);
-  ckpt::load_weights(model, std::move(file.tensors), path);
-  model.eval();
+  ckpt::load_weights(*file.model, std::move(file.tensors), path);
+  file.model->module().eval();
+  const std::unique_ptr<Decoder> decoder = file.model->decoder();
+  if (!decoder)
+    throw ValueError(path + ": a " + file.model->arch().name + " model does not generate text");
   Rng rng(args.seed);
   const std::vector<int64_t> ids =
-      generate(model, context, args.tokens, args.temperature, args.top_k, rng);
+      generate(*decoder, context, args.tokens, args.temperature, args.top_k, rng);
   out << (args.prompt.empty() ? tok.decode({0}) : args.prompt) << tok.decode(ids) << std::flush;
 }
 

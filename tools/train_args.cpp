@@ -7,6 +7,10 @@
 #include <variant>
 #include <vector>
 
+#include "nn/config_json.h"
+#include "nn/gpt_config.h"
+#include "tools/json_holds.h"
+
 namespace tg {
 
 namespace {
@@ -38,8 +42,11 @@ bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; 
 
 // Ranges of every flag, whether given or taken from a checkpoint.
 void check_values(const TrainArgs& a) {
-  need(a.gelu == "tanh" || a.gelu == "erf", "--gelu must be tanh or erf, got '" + a.gelu + "'");
-  need(a.dtype == "f32" || a.dtype == "f64", "--dtype must be f32 or f64, got '" + a.dtype + "'");
+  arch_of(a);  // a known --arch
+  need(nn::find_name(nn::kGeluNames, a.gelu).has_value(),
+       "--gelu must be " + nn::one_of(nn::kGeluNames) + ", got '" + a.gelu + "'");
+  need(nn::find_name(nn::kDtypeNames, a.dtype).has_value(),
+       "--dtype must be " + nn::one_of(nn::kDtypeNames) + ", got '" + a.dtype + "'");
   need(a.optimizer == "adamw" || a.optimizer == "sgd",
        "--optimizer must be adamw or sgd, got '" + a.optimizer + "'");
   const std::pair<const char*, int64_t> sizes[] = {{"--layers", a.layers}, {"--heads", a.heads},
@@ -72,6 +79,53 @@ void check_optimizer_flags(const TrainArgs& a) {
       need(!a.given.count(f), std::string("--") + f + " applies to --optimizer adamw, not sgd");
 }
 
+// The model is the checkpoint's; --arch or a model flag given again must agree with it.
+void adopt_model_flags(TrainArgs& a, const Model& model) {
+  const TrainArgs given = a;
+  set_model_flags(model, a);
+  const auto agree = [&](const char* flag, const std::string& mine, const std::string& saved) {
+    need(!a.given.count(flag) || mine == saved,
+         std::string("--") + flag + " " + mine + " differs from the checkpoint's " + saved +
+             " (a resumed run keeps the model it was started with)");
+  };
+  agree("arch", given.arch, a.arch);
+  for (const ModelFlag& f : model.arch().flags) agree(f.flag, flag_text(given, f), flag_text(a, f));
+}
+
+// The data source must be the run's.
+void check_same_data(const TrainArgs& a, const std::map<std::string, std::string>& metadata) {
+  const auto kind = metadata.find("tapegrad.data");
+  const std::string mine = !a.text.empty() ? "text" : !a.task.empty() ? "induction" : "batches";
+  if (kind != metadata.end())
+    need(kind->second == mine, "the run in " + a.resume + " trained on " + kind->second +
+                                   " data, this command gives " + mine);
+}
+
+// The run flags not given again are the checkpoint's tapegrad.args.
+void adopt_run_flags(TrainArgs& a, const std::map<std::string, std::string>& metadata,
+                     const std::string& file) {
+  const auto saved = metadata.find("tapegrad.args");
+  if (saved == metadata.end()) throw IoError(file + ": no tapegrad.args in the metadata");
+  const Json j = Json::parse(saved->second, nullptr, false);
+  if (!j.is_object()) throw IoError(file + ": tapegrad.args is not a JSON object");
+  for (auto& [flag, ref] : run_flags(a)) {
+    const auto it = j.find(flag);
+    const bool ok = it != j.end() && std::visit(
+        [&](auto* p) { return json_holds<std::remove_pointer_t<decltype(p)>>(*it); }, ref);
+    if (!ok) throw IoError(file + ": tapegrad.args has no valid '" + flag + "'");
+    const bool given = a.given.count(flag) > 0;
+    std::visit([&](auto* p) {
+      using T = std::remove_pointer_t<decltype(p)>;
+      const T value = it->get<T>();
+      // The optimizer's state and the generators belong to the run: they cannot change.
+      if (given && value != *p && (std::string(flag) == "optimizer" || std::string(flag) == "seed"))
+        throw UsageError("--" + std::string(flag) + " differs from the checkpoint's (" +
+                         it->dump() + "); a resumed run keeps it");
+      if (!given) *p = value;
+    }, ref);
+  }
+}
+
 }  // namespace
 
 void check_train_flags(const TrainArgs& a) {
@@ -97,67 +151,12 @@ void check_train_flags(const TrainArgs& a) {
     throw IoError(a.out + ": --out must be a folder, and a file of that name exists");
 }
 
-void apply_checkpoint_flags(TrainArgs& a, const nn::GPTConfig& c,
+void apply_checkpoint_flags(TrainArgs& a, const Model& model,
                             const std::map<std::string, std::string>& metadata,
                             const std::string& file) {
-  // The model is the checkpoint's; a model flag given again must agree with it.
-  const auto agree = [&](const char* flag, const std::string& given, const std::string& saved) {
-    need(!a.given.count(flag) || given == saved,
-         std::string("--") + flag + " " + given + " differs from the checkpoint's " + saved +
-             " (a resumed run keeps the model it was started with)");
-  };
-  const auto str = [](int64_t v) { return std::to_string(v); };
-  agree("layers", str(a.layers), str(c.n_layer));
-  agree("heads", str(a.heads), str(c.n_head));
-  agree("embd", str(a.embd), str(c.n_embd));
-  agree("block", str(a.block), str(c.block_size));
-  if (a.text.empty()) agree("vocab", str(a.vocab), str(c.vocab_size));
-  agree("no-bias", a.no_bias ? "on" : "off", c.bias ? "off" : "on");
-  agree("gelu", a.gelu, c.gelu == nn::GeluKind::tanh ? "tanh" : "erf");
-  agree("attention-only", a.attention_only ? "on" : "off", c.attention_only ? "on" : "off");
-  agree("dropout", num(a.dropout), num(c.dropout));
-  agree("dtype", a.dtype, c.dtype == Dtype::f32 ? "f32" : "f64");
-  a.layers = c.n_layer;
-  a.heads = c.n_head;
-  a.embd = c.n_embd;
-  a.block = c.block_size;
-  if (a.text.empty()) a.vocab = c.vocab_size;
-  a.no_bias = !c.bias;
-  a.gelu = c.gelu == nn::GeluKind::tanh ? "tanh" : "erf";
-  a.attention_only = c.attention_only;
-  a.dropout = c.dropout;
-  a.dtype = c.dtype == Dtype::f32 ? "f32" : "f64";
-
-  const auto kind = metadata.find("tapegrad.data");
-  const std::string mine = !a.text.empty() ? "text" : !a.task.empty() ? "induction" : "batches";
-  if (kind != metadata.end())
-    need(kind->second == mine, "the run in " + a.resume + " trained on " + kind->second +
-                                   " data, this command gives " + mine);
-  const auto saved = metadata.find("tapegrad.args");
-  if (saved == metadata.end()) throw IoError(file + ": no tapegrad.args in the metadata");
-  const Json j = Json::parse(saved->second, nullptr, false);
-  if (!j.is_object()) throw IoError(file + ": tapegrad.args is not a JSON object");
-  for (auto& [flag, ref] : run_flags(a)) {
-    const auto it = j.find(flag);
-    const bool ok = it != j.end() && std::visit(
-        [&](auto* p) {
-          using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, std::string>) return it->is_string();
-          else if constexpr (std::is_integral_v<T>) return it->is_number_integer();
-          else return it->is_number();
-        }, ref);
-    if (!ok) throw IoError(file + ": tapegrad.args has no valid '" + flag + "'");
-    const bool given = a.given.count(flag) > 0;
-    std::visit([&](auto* p) {
-      using T = std::remove_pointer_t<decltype(p)>;
-      const T value = it->get<T>();
-      // The optimizer's state and the generators belong to the run: they cannot change.
-      if (given && value != *p && (std::string(flag) == "optimizer" || std::string(flag) == "seed"))
-        throw UsageError("--" + std::string(flag) + " differs from the checkpoint's (" +
-                         it->dump() + "); a resumed run keeps it");
-      if (!given) *p = value;
-    }, ref);
-  }
+  adopt_model_flags(a, model);
+  check_same_data(a, metadata);
+  adopt_run_flags(a, metadata, file);
   check_optimizer_flags(a);
   check_values(a);
 }
@@ -167,21 +166,6 @@ std::string run_args_json(const TrainArgs& args) {
   Json j = Json::object();
   for (auto& [flag, ref] : run_flags(copy)) std::visit([&](auto* p) { j[flag] = *p; }, ref);
   return j.dump();
-}
-
-nn::GPTConfig model_config(const TrainArgs& a, int64_t vocab) {
-  nn::GPTConfig c;
-  c.vocab_size = vocab;
-  c.block_size = a.block;
-  c.n_layer = a.layers;
-  c.n_head = a.heads;
-  c.n_embd = a.embd;
-  c.bias = !a.no_bias;
-  c.gelu = a.gelu == "erf" ? nn::GeluKind::erf : nn::GeluKind::tanh;
-  c.attention_only = a.attention_only;
-  c.dropout = a.dropout;
-  c.dtype = a.dtype == "f64" ? Dtype::f64 : Dtype::f32;
-  return c;
 }
 
 }  // namespace tg

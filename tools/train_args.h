@@ -5,27 +5,25 @@
 #include <map>
 #include <string>
 
-#include "nn/gpt.h"
+#include "tools/arch.h"
 #include "tools/train_cmd.h"
 
 namespace tg {
 
-/// Checks the flags as given: one data source, --vocab where needed, known names, ranges, flags
-/// of the other optimizer. Throws UsageError; IoError when --out is an existing file.
+/// Checks the flags as given: one data source, --vocab where needed, known names (--arch among
+/// them), ranges, flags of the other optimizer. Throws UsageError; IoError when --out is an
+/// existing file.
 void check_train_flags(const TrainArgs& args);
 
-/// --resume: the model flags become the checkpoint's config (an explicitly given one that
-/// differs is a UsageError naming both), and the run flags not given (lr, steps, seed, ...) the
-/// checkpoint's `tapegrad.args`. Throws UsageError (a given flag that contradicts the checkpoint,
-/// another data source than the run's), IoError naming `file` (malformed metadata).
-void apply_checkpoint_flags(TrainArgs& args, const nn::GPTConfig& config,
+/// --resume: --arch and the model flags become the checkpoint's model's (an explicitly given one
+/// that differs is a UsageError naming both), and the run flags not given (lr, steps, seed, ...)
+/// the checkpoint's `tapegrad.args`. Throws UsageError (a given flag that contradicts the
+/// checkpoint, another data source than the run's), IoError naming `file` (malformed metadata).
+void apply_checkpoint_flags(TrainArgs& args, const Model& model,
                             const std::map<std::string, std::string>& metadata,
                             const std::string& file);
 
 /// The run flags (not the model's, not the data source) as JSON, for the train state.
 std::string run_args_json(const TrainArgs& args);
-
-/// The GPT config of the model flags, with vocab_size `vocab`. Never throws.
-nn::GPTConfig model_config(const TrainArgs& args, int64_t vocab);
 
 }  // namespace tg

@@ -3,43 +3,16 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
+
+#include "nn/config_json.h"
+#include "nn/gpt_config.h"
+#include "tools/arch.h"
+#include "tools/cli_checks.h"
 
 namespace tg {
 
 namespace {
-
-// Plain range texts: CLI11's own ones print 300-digit bounds.
-CLI::Validator int_at_least(long long lo) {
-  return CLI::Validator(
-      [lo](std::string& v) {
-        try {
-          std::size_t used = 0;
-          if (std::stoll(v, &used) >= lo && used == v.size()) return std::string();
-        } catch (const std::exception&) {
-        }
-        return "must be an integer >= " + std::to_string(lo) + ", got '" + v + "'";
-      },
-      "INT >= " + std::to_string(lo));
-}
-
-// A finite number >= lo; below `hi` too when hi is finite (a half-open range [lo, hi)).
-CLI::Validator real_in(double lo, double hi = std::numeric_limits<double>::infinity()) {
-  const std::string range = std::isinf(hi) ? ">= " + CLI::detail::to_string(lo)
-                                           : "in [" + CLI::detail::to_string(lo) + ", " +
-                                                 CLI::detail::to_string(hi) + ")";
-  return CLI::Validator(
-      [lo, hi, range](std::string& v) {
-        try {
-          std::size_t used = 0;
-          const double x = std::stod(v, &used);
-          if (std::isfinite(x) && x >= lo && (std::isinf(hi) || x < hi) && used == v.size())
-            return std::string();
-        } catch (const std::exception&) {
-        }
-        return "must be a number " + range + ", got '" + v + "'";
-      },
-      "NUMBER " + range);
-}
 
 std::string shell_quote(const std::string& s) {
   if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -53,7 +26,7 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
-  auto* t = app.add_subcommand("train", "Train a GPT (nanoGPT's recipe) on text, the induction "
+  auto* t = app.add_subcommand("train", "Train a model (nanoGPT's recipe) on text, the induction "
                                         "task or fixed batches");
   // A flag given twice takes the last value, as Python's argparse (and nanoGPT's configurator).
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -62,6 +35,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--batches", a.batches, "Fixed batches: int64/int32 .npy of shape (N, B, T + 1)");
   t->add_option("--out", a.out, "Folder for model.safetensors, train_state.safetensors, "
                                 "metrics.csv and loss.svg")->required();
+  t->add_option("--arch", a.arch, "Architecture: " + arch_names() + " (default " +
+                                      default_arch().name + ")");
   t->add_option("--layers", a.layers, "Transformer blocks")->check(int_at_least(1))->capture_default_str();
   t->add_option("--heads", a.heads, "Attention heads (divides --embd)")->check(int_at_least(1))->capture_default_str();
   t->add_option("--embd", a.embd, "Embedding width")->check(int_at_least(1))->capture_default_str();
@@ -69,10 +44,12 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--vocab", a.vocab, "Vocabulary size (required with --task and --batches)")
       ->check(int_at_least(1));
   t->add_flag("--no-bias", a.no_bias, "No biases in Linear and LayerNorm");
-  t->add_option("--gelu", a.gelu, "tanh (GPT-2) or erf")->check(CLI::IsMember({"tanh", "erf"}))->capture_default_str();
+  t->add_option("--gelu", a.gelu, "How gelu computes Phi: " + nn::one_of(nn::kGeluNames))
+      ->check(member_of(nn::kGeluNames))->capture_default_str();
   t->add_flag("--attention-only", a.attention_only, "Blocks without the MLP");
   t->add_option("--dropout", a.dropout, "Dropout probability")->check(real_in(0, 1))->capture_default_str();
-  t->add_option("--dtype", a.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  t->add_option("--dtype", a.dtype, nn::one_of(nn::kDtypeNames))
+      ->check(member_of(nn::kDtypeNames))->capture_default_str();
   t->add_option("--init", a.init, "Start from the weights of a .safetensors file");
   t->add_option("--resume", a.resume, "Continue the run saved in this folder");
   t->add_option("--seed", a.seed, "Seed of the initial weights, the batches and dropout")->capture_default_str();

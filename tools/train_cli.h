@@ -5,11 +5,13 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/inspect_cmd.h"
+#include "tools/sample_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace tg {
 
-/// Adds `train` to app, its flags parsed into args (defaults as DESIGN.md's usage block).
+/// Adds `train` to app, its flags parsed into args (defaults: nanoGPT's CPU recipe for
+/// shakespeare_char).
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 /// After parsing: records which flags were given and the command line (without --resume) for
 /// the hint printed after Ctrl-C. Never throws.

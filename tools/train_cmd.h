@@ -1,14 +1,13 @@
 #pragma once
-// `tapegrad train` and `tapegrad sample`: main.cpp parses the flags (CLI11) into these structs and
-// calls run_train / run_sample, which the tests and the fuzz target also call in-process.
+// `tapegrad train`: main.cpp parses the flags (CLI11) into TrainArgs and calls run_train, which
+// the tests and the fuzz target also call in-process.
 
 #include <cstdint>
-#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
 
-#include "nn/gpt.h"
+#include "autograd/error.h"
 
 namespace tg {
 
@@ -29,7 +28,9 @@ struct TrainArgs {
   std::string batches;  // --batches FILE.npy
   std::string out;      // --out DIR
   // The model (ignored with --resume, which takes the checkpoint's config; a flag given
-  // explicitly must then agree with it).
+  // explicitly must then agree with it). Which of these an architecture reads, and the config
+  // fields they set, its ModelFlag table says (tools/arch.h).
+  std::string arch;  // --arch NAME; empty: the default architecture
   int64_t layers = 4, heads = 4, embd = 128, block = 64;
   int64_t vocab = 0;  // 0: not given
   bool no_bias = false;
@@ -56,41 +57,16 @@ struct TrainArgs {
   bool handle_sigint = true;  // the fuzz target and tests running in-process turn it off
 };
 
-/// `tapegrad train`: trains a GPT and writes model.safetensors, train_state.safetensors,
+/// `tapegrad train`: trains a model and writes model.safetensors, train_state.safetensors,
 /// metrics.csv and loss.svg to args.out; progress goes to `err`. Returns the exit status: 0, or
 /// 130 after Ctrl-C (the state saved for --resume). Throws UsageError (flags that do not fit
 /// together), IoError / ValueError / ShapeError (bad files or values); args.out is then as it was.
 int run_train(const TrainArgs& args, std::ostream& err);
 /// The same on the ranks of `comm` (every rank calls it with the same flags): data-parallel
-/// training as DESIGN.md "Data-parallel training" says; rank 0 writes the files and prints to
-/// `err`. With several ranks an error on any rank is thrown on every rank as one
-/// dist::RankError (status 2 for usage, else 1), and a batch that does not split evenly over
+/// training (gradients averaged over the ranks' slices of each global batch); rank 0 writes the
+/// files and prints to `err`. With several ranks an error on any rank is thrown on every rank as
+/// one dist::RankError (status 2 for usage, else 1), and a batch that does not split evenly over
 /// the ranks is a usage error.
 int run_train(const TrainArgs& args, std::ostream& err, dist::Communicator& comm);
-
-struct SampleArgs {
-  std::string ckpt;  // folder with model.safetensors
-  std::string prompt;
-  int64_t tokens = 200;
-  double temperature = 1.0;
-  int64_t top_k = 0;  // 0: all tokens
-  uint64_t seed = 0;
-};
-
-/// `tapegrad sample`: prints the prompt, then args.tokens generated characters, to `out`.
-/// Throws IoError (a missing or malformed checkpoint), ValueError (a prompt character outside
-/// the vocabulary, a model without one, bad values).
-void run_sample(const SampleArgs& args, std::ostream& out);
-
-/// The next token after the sequence `cache` holds, from the last row of logits (V): greedy
-/// (argmax, first maximum) when temperature is 0, else a draw from softmax(logits / temperature)
-/// restricted to the top_k largest (0: all). Throws ValueError for non-finite logits.
-int64_t sample_token(const Tensor& logits_row, double temperature, int64_t top_k, Rng& rng);
-
-/// Generates `n` tokens after `context` (ids, at least one) with the model's KV cache; when the
-/// sequence passes block_size the context is cropped to its last block_size tokens and the cache
-/// recomputed for that window, as nanoGPT's generate. Throws as GPT::forward_cached.
-std::vector<int64_t> generate(const nn::GPT& model, std::vector<int64_t> context, int64_t n,
-                              double temperature, int64_t top_k, Rng& rng);
 
 }  // namespace tg

@@ -1,33 +1,33 @@
 #pragma once
-// The three data sources of `tapegrad train` behind one face: char-level text (--text), the
-// induction task (--task induction) and fixed batches (--batches). Training batches come in
-// order from a generator whose state, with the number of batches drawn, is what a checkpoint
-// saves. Evaluation draws its batches from a fresh generator each time (the same batches at every
-// evaluation, so the validation curve is not noise from changing batches, and the training stream
-// is never disturbed by it).
+// The data sources of `tapegrad train` behind one face (a data::Source each): char-level text
+// (--text), the induction task (--task induction) and fixed batches (--batches). Training batches
+// come in order from a generator whose state, with the number of batches drawn, is what a
+// checkpoint saves. Evaluation draws its batches from a fresh generator each time (the same
+// batches at every evaluation, so the validation curve is not noise from changing batches, and
+// the training stream is never disturbed by it), and scores any Model on them.
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "data/batches.h"
-#include "data/text.h"
-#include "nn/gpt.h"
+#include "data/source.h"
+#include "tools/arch.h"
 
 namespace tg {
 
 struct EvalResult {
   double val_loss = 0;  // mean loss over every target of the evaluation batches
-  std::optional<double> accuracy;  // the induction task's argmax accuracy on predictable targets
+  std::optional<double> accuracy;  // argmax accuracy on the scored labels (the induction task's
+                                   // predictable targets), where the source scores any
 };
 
 /// The sums an evaluation is made of, so that ranks can each take a share of the batches and
 /// add theirs up (dist: an allreduce of the three numbers) before finish_eval.
 struct EvalSums {
   double loss = 0;         // sum of the batches' mean losses
-  double correct = 0;      // induction: predictable targets the argmax got right
-  double predictable = 0;  // induction: predictable targets
+  double correct = 0;      // scored labels the argmax got right
+  double predictable = 0;  // scored labels (induction: the predictable targets)
 };
 
 /// val_loss and accuracy of n batches from their sums. Never throws.
@@ -51,20 +51,20 @@ class TrainData {
   Kind kind() const { return kind_; }
   /// "text", "induction" or "batches", as the train state records it.
   const char* kind_name() const;
-  int64_t batch_size() const { return B_; }
+  int64_t batch_size() const { return source_->batch_size(); }
   int64_t block_size() const { return T_; }
   /// The text's vocabulary (text data only).
   const std::optional<std::string>& vocab() const { return vocab_; }
 
   /// The next training batch; advances position().
   data::Batch next();
-  /// Loss (and accuracy for the induction task) of the model over n batches, in eval mode,
-  /// under NoGradGuard; the model is put back in training mode. For --batches there is no
-  /// held-out split: the first n batches of the file (mod N) are used.
-  EvalResult evaluate(nn::GPT& model, int64_t n) const;
+  /// Loss (and accuracy where the batches score labels: the induction task) of the model over n
+  /// batches, in eval mode, under NoGradGuard; the model is put back in training mode. For
+  /// --batches there is no held-out split: the first n batches of the file (mod N) are used.
+  EvalResult evaluate(const Model& model, int64_t n) const;
   /// The sums of the evaluation batches i < n with i % parts == part (every batch is still drawn,
   /// so each one is the same batch as in one process). Throws ValueError unless 0 <= part < parts.
-  EvalSums evaluate_part(nn::GPT& model, int64_t n, int part, int parts) const;
+  EvalSums evaluate_part(const Model& model, int64_t n, int part, int parts) const;
 
   /// The number of training batches drawn so far.
   int64_t position() const { return position_; }
@@ -74,16 +74,17 @@ class TrainData {
   void set_position(int64_t position);
 
  private:
-  TrainData(Kind kind, int64_t B, int64_t T, uint64_t seed);
+  TrainData(Kind kind, std::unique_ptr<data::Source> source, int64_t T, uint64_t seed);
+  // The sums of one evaluation batch.
+  static EvalSums score(const Model& model, const data::Batch& batch);
 
   Kind kind_;
-  int64_t B_, T_, V_ = 0;
+  std::unique_ptr<data::Source> source_;
+  int64_t T_;  // positions per row
   uint64_t seed_;
   Rng rng_;
   int64_t position_ = 0;
   std::optional<std::string> vocab_;
-  std::shared_ptr<data::TextData> text_;
-  std::shared_ptr<data::FixedBatches> fixed_;
 };
 
 }  // namespace tg

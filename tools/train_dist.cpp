@@ -1,6 +1,7 @@
 #include "tools/train_dist.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -11,14 +12,19 @@ namespace tg {
 
 namespace {
 
-// Rows [first, first + rows) of a (B, T) int64 tensor, as a tensor of their own.
+// Rows [first, first + rows) of a (B, ...) tensor of any dtype, as a tensor of their own.
 Tensor rows_of(const Tensor& t, int64_t first, int64_t rows) {
-  const int64_t T = t.size(1);
-  const int64_t* p = t.data<int64_t>() + first * T;
-  return from_indices(std::vector<int64_t>(p, p + rows * T), {rows, T});
+  Shape shape = t.shape();
+  const int64_t row = t.numel() / shape[0];  // elements per row
+  shape[0] = rows;
+  Tensor out(shape, t.dtype());
+  const std::size_t bytes = dtype_size(t.dtype());
+  const auto* from = static_cast<const char*>(t.impl().storage->data()) + first * row * bytes;
+  std::memcpy(out.impl().storage->data(), from, static_cast<std::size_t>(rows * row) * bytes);
+  return out;
 }
 
-// Targets cross_entropy counts: all but ignore_index (-1, GPT::loss's).
+// Labels cross_entropy counts: all but ignore_index (-1, Model::loss's).
 int64_t counted(const Tensor& y) {
   const int64_t* p = y.data<int64_t>();
   int64_t n = 0;
@@ -48,9 +54,9 @@ void check_batch_splits(int64_t B, int ranks) {
 //   (1 / N) sum_r (N n_r / n) L_r = (1 / n) sum_r sum_{i in r} l_i = L.
 // With no ignored target n_r = n / N and the factor is exactly 1 (no extra op, no rounding).
 // The counts come from the global batch, which every rank holds, so no allreduce is needed.
-SliceLoss slice_loss(const nn::GPT& model, const data::Batch& batch, int rank, int ranks) {
+SliceLoss slice_loss(const Model& model, const data::Batch& batch, int rank, int ranks) {
   if (ranks == 1) {
-    SliceLoss out{model.loss(batch.x, batch.y), 0};
+    SliceLoss out{model.batch_loss(batch), 0};
     out.share = out.backprop.item();  // as the one-process loop always did, bit for bit
     return out;
   }
@@ -63,7 +69,7 @@ SliceLoss slice_loss(const nn::GPT& model, const data::Batch& batch, int rank, i
     return out;
   }
   if (n_r == 0) return out;  // this rank adds nothing; average_gradients counts it as zeros
-  const Tensor L_r = model.loss(x, y);  // ()
+  const Tensor L_r = model.batch_loss({x, y});  // ()
   const double weight = static_cast<double>(n_r) / static_cast<double>(n);
   const double factor = weight * ranks;
   out.backprop = factor == 1.0 ? L_r : L_r * factor;

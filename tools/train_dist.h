@@ -1,5 +1,5 @@
 #pragma once
-// The data-parallel parts of `tapegrad train` (DESIGN.md "Data-parallel training"): which rows of
+// The data-parallel parts of `tapegrad train`: which rows of
 // each global batch a rank trains on and how its loss is weighted so that the averaged gradients
 // are the whole batch's, files that rank 0 reads for everyone, and errors that every rank agrees
 // on. With one rank every function here is the identity or a plain call.
@@ -10,7 +10,7 @@
 
 #include "data/batch.h"
 #include "dist/communicator.h"
-#include "nn/gpt.h"
+#include "tools/arch.h"
 #include "tools/train_cmd.h"
 
 namespace tg {
@@ -19,7 +19,7 @@ namespace tg {
 void check_batch_splits(int64_t B, int ranks);
 
 /// This rank's part of the global batch's loss L (the mean of cross_entropy over the batch's
-/// counted targets, those that are not -1).
+/// counted labels, those that are not -1).
 struct SliceLoss {
   Tensor backprop;  // what this rank backpropagates; undefined when its slice counts no target
   double share = 0;  // its share of L: the shares of all ranks sum to L
@@ -27,8 +27,8 @@ struct SliceLoss {
 
 /// Rows [rank b, (rank + 1) b) of `batch` (b = B / ranks) through the model. Backpropagating
 /// `backprop` on every rank, then average_gradients, gives the gradient of L itself, for slices
-/// with any number of ignored targets. Throws as GPT::loss.
-SliceLoss slice_loss(const nn::GPT& model, const data::Batch& batch, int rank, int ranks);
+/// with any number of ignored labels. Throws as Model::forward and Model::loss.
+SliceLoss slice_loss(const Model& model, const data::Batch& batch, int rank, int ranks);
 
 /// How many ranks of the job run on this machine, as the MPI launcher says (Open MPI's
 /// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS); 1 when it does not. Never throws.

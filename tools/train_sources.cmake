@@ -1,7 +1,10 @@
 # The sources of `tapegrad train`, `sample` and `inspect` (tools/CMakeLists.txt's
 # tapegrad_train_cmds, and fuzz/'s train_init_fuzz, which compiles them with its sanitizers).
 set(TAPEGRAD_TRAIN_CMD_SOURCES
+  arch.cpp
+  arch_gpt.cpp
   train_cmd.cpp
+  train_run.cpp
   train_args.cpp
   train_data.cpp
   train_dist.cpp

@@ -1,0 +1,200 @@
+#include "tools/train_run.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "data/tokenizer.h"
+#include "io/file_util.h"
+#include "io/safetensors.h"
+#include "ops/threads.h"
+#include "tools/checkpoint.h"
+#include "tools/train_args.h"
+#include "tools/train_dist.h"
+
+namespace tg {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Independent streams from one --seed (the data stream is TrainData's own, seeded with the seed).
+constexpr uint64_t kDropoutStream = 0xD1B54A32D192ED03ull;
+
+void write_text(const fs::path& path, const std::string& text) {
+  detail::TempFile f(path.string());
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
+std::string num17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// --resume's checkpoint: its model (built from its config, the file's weights not yet in it)
+// and its train state.
+struct Checkpoint {
+  ckpt::ModelFile model;
+  SafeTensors state;
+  std::string state_path;
+};
+
+// Parses --resume's files and takes the checkpoint's model and run flags into run.args.
+Checkpoint open_checkpoint(Run& run, const RootFiles& files) {
+  const std::string dir = run.args.resume;
+  Checkpoint c{ckpt::parse_model(files.model, dir + "/model.safetensors"), {},
+               dir + "/train_state.safetensors"};
+  c.state = parse_safetensors(files.state, c.state_path);
+  run.start = ckpt::get_count(c.state.tensors, "step", c.state_path);
+  if (c.model.step != run.start)
+    throw IoError(dir + ": model.safetensors is from update " + std::to_string(c.model.step) +
+                  " but train_state.safetensors from " + std::to_string(run.start) +
+                  " (an interrupted save?)");
+  apply_checkpoint_flags(run.args, *c.model.model, c.state.metadata, c.state_path);
+  if (run.start >= run.args.steps)
+    throw UsageError("--steps " + std::to_string(run.args.steps) + ": the run in " + dir +
+                     " has done " + std::to_string(run.start) +
+                     " updates already; ask for more steps to continue it");
+  return c;
+}
+
+void set_threads(const TrainArgs& a, int ranks) {
+  if (a.threads > 0)
+    set_num_threads(a.threads);
+  else if (ranks > 1)  // ranks sharing a machine share its cores, rather than each taking all
+    set_num_threads(std::max(1, num_threads() / ranks_on_this_machine()));
+}
+
+// The data source of the flags; `vocab` is a resumed text model's.
+std::unique_ptr<TrainData> make_data(const TrainArgs& a, const std::optional<std::string>& vocab) {
+  if (!a.text.empty())
+    return std::make_unique<TrainData>(
+        TrainData::text(a.text, vocab, a.batch, a.block, /*need_val=*/a.eval_every > 0, a.seed));
+  if (!a.task.empty())
+    return std::make_unique<TrainData>(TrainData::induction(a.batch, a.block, a.vocab, a.seed));
+  auto data = std::make_unique<TrainData>(TrainData::batches(a.batches, a.vocab, a.block, a.seed));
+  if (a.given.count("batch") && a.batch != data->batch_size())
+    throw ValueError(a.batches + ": batches of " + std::to_string(data->batch_size()) +
+                     " rows, but --batch " + std::to_string(a.batch));
+  return data;
+}
+
+// A new model of --arch from the model flags, its vocabulary the text's where there is one.
+std::unique_ptr<Model> new_model(const TrainArgs& a, const TrainData& data) {
+  TrainArgs flags = a;
+  if (data.vocab()) flags.vocab = data::CharTokenizer::from_vocab(*data.vocab()).size();
+  const Arch& arch = arch_of(flags);
+  Rng init_rng(a.seed);
+  return arch.build(config_json_of(arch, flags), init_rng);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainArgs& a, const NamedTensors& params) {
+  if (a.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, 2});
+  return std::make_unique<optim::SGD>(params, a.lr, a.momentum, a.weight_decay, 2);
+}
+
+// --resume: the checkpoint's weights, optimizer state, generators and metrics.
+void restore(Run& run, Checkpoint& c, const std::string& metrics_bytes) {
+  const std::string model_path = run.args.resume + "/model.safetensors";
+  ckpt::load_weights(*run.model, std::move(c.model.tensors), model_path);
+  NamedTensors optim_state;
+  for (const auto& [name, t] : c.state.tensors)
+    if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name, t);
+  try {
+    run.opt->load_state_dict(optim_state);
+  } catch (const ValueError& e) {
+    throw IoError(c.state_path + ": " + e.what());
+  }
+  const NamedTensors& state = c.state.tensors;
+  const auto restore_rng = [&](Rng& rng, const std::string& name) {
+    ckpt::set_rng_state(rng, ckpt::get_tensor(state, name, c.state_path), c.state_path + " " + name);
+  };
+  restore_rng(run.data->rng(), "rng.data");
+  restore_rng(run.model->dropout_rng(), "rng.dropout");
+  run.data->set_position(ckpt::get_count(state, "data.position", c.state_path));
+  const std::string metrics_path = run.args.resume + "/metrics.csv";
+  std::vector<MetricsRow> rows = parse_metrics_csv(metrics_bytes, metrics_path);
+  if (static_cast<int64_t>(rows.size()) < run.start)
+    throw IoError(metrics_path + ": " + std::to_string(rows.size()) + " rows, the checkpoint has " +
+                  std::to_string(run.start) + " updates");
+  rows.resize(static_cast<std::size_t>(run.start));
+  run.rows = std::move(rows);
+  if (const auto e = c.state.metadata.find("tapegrad.elapsed_s"); e != c.state.metadata.end())
+    run.elapsed_before = std::strtod(e->second.c_str(), nullptr);
+}
+
+}  // namespace
+
+RootFiles read_root_files(const TrainArgs& flags, dist::Communicator& comm) {
+  RootFiles f;
+  agreed(comm, [&] {
+    check_train_flags(flags);
+    if (comm.rank() != 0) return;
+    if (!flags.resume.empty()) {
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::path(flags.resume) / "model.safetensors", ec))
+        throw IoError(flags.resume + ": nothing to resume: no model.safetensors in it");
+      f.model = detail::read_file(flags.resume + "/model.safetensors");
+      f.state = detail::read_file(flags.resume + "/train_state.safetensors");
+      f.metrics = detail::read_file(flags.resume + "/metrics.csv");
+    }
+    if (!flags.init.empty()) f.init = detail::read_file(flags.init);
+  });
+  for (std::string* bytes : {&f.model, &f.state, &f.metrics, &f.init})
+    broadcast_string(comm, *bytes);
+  return f;
+}
+
+Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
+  Run run;
+  run.args = flags;
+  std::optional<Checkpoint> checkpoint;
+  if (!flags.resume.empty()) checkpoint = open_checkpoint(run, files);
+  const TrainArgs& a = run.args;
+  set_threads(a, ranks);
+  run.data = make_data(a, checkpoint ? checkpoint->model.vocab : std::nullopt);
+  check_batch_splits(run.data->batch_size(), ranks);
+  if (checkpoint && checkpoint->model.vocab && run.data->kind() != TrainData::Kind::text)
+    throw UsageError(flags.resume + " holds a text model; resume it with --text");
+
+  run.model = checkpoint ? std::move(checkpoint->model.model) : new_model(a, *run.data);
+  run.model->dropout_rng() = Rng(a.seed ^ kDropoutStream);
+  if (!a.init.empty())
+    ckpt::load_weights(*run.model, parse_safetensors(files.init, a.init).tensors, a.init);
+  run.model->module().train();
+  run.opt = make_optimizer(a, run.model->module().named_parameters());
+  if (checkpoint) restore(run, *checkpoint, files.metrics);
+  return run;
+}
+
+void save(Run& run, int64_t done, double elapsed) {
+  const fs::path out(run.args.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw IoError(run.args.out + ": cannot create the output folder: " + ec.message());
+
+  NamedTensors state = run.opt->state_dict();
+  state.emplace_back("step", from_indices({done}, {}));
+  state.emplace_back("data.position", from_indices({run.data->position()}, {}));
+  state.emplace_back("rng.data", ckpt::rng_state(run.data->rng()));
+  state.emplace_back("rng.dropout", ckpt::rng_state(run.model->dropout_rng()));
+  const std::map<std::string, std::string> meta = {
+      {"tapegrad.args", run_args_json(run.args)},
+      {"tapegrad.data", run.data->kind_name()},
+      {"tapegrad.step", std::to_string(done)},
+      {"tapegrad.elapsed_s", num17(elapsed)}};
+  write_safetensors((out / "train_state.safetensors").string(), state, meta);
+  write_text(out / "metrics.csv", metrics_csv(run.rows));
+  const std::string title = "tapegrad train: " + std::string(run.data->kind_name()) + ", " +
+                            run.model->summary() + ", " + std::to_string(done) + " updates";
+  write_text(out / "loss.svg", loss_svg(run.rows, title));
+  ckpt::write_model((out / "model.safetensors").string(), *run.model, run.data->vocab(), done);
+}
+
+}  // namespace tg
