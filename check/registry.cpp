@@ -10,6 +10,7 @@
 #include <limits>
 #include <utility>
 
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 namespace tg {
@@ -173,19 +174,16 @@ void mask_and_softmax_cases(Table& t) {
   t.unary("softmax", "fully_masked_row", {3, 4}, masked_softmax(partial));
 }
 
-// Causal self-attention from ops, as in the lesson: Y = softmax(Q K^T / sqrt(d_k) + M) V.
+// Causal self-attention from ops, as in the lesson: Y = softmax(Q K^T / sqrt(d_k) + M) V, the
+// library's composed model (nn/, need_weights).
 Tensor attention(const Tensor& X, const Tensor& W_Q, const Tensor& W_K, const Tensor& W_V) {
-  const Tensor Q = matmul(X, W_Q), K = matmul(X, W_K), V = matmul(X, W_V);  // (..., T, d)
-  const int64_t T = X.size(-2);
-  const Tensor S = scale(matmul(Q, K, false, true), 1.0 / std::sqrt(double(W_Q.size(-1))));
-  const Tensor A = softmax(add_mask(S, causal_mask(T, X.dtype())));  // (..., T, T)
-  return matmul(A, V);                                               // (..., T, d_v)
+  return single_head_attention(X, W_Q, W_K, W_V, Tensor(), {.need_weights = true}).Y;
 }
 
 void causal_attention_cases(Table& t) {
-  auto fused = [](double sc, int64_t window) {
-    return [sc, window](const std::vector<Tensor>& x) {
-      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
+  auto fused = [](double sc, int64_t window, int64_t query_offset = 0) {
+    return [sc, window, query_offset](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window, query_offset)};
     };
   };
   // No room to keep the weights while it lives: the backward recomputes them from lse.
@@ -195,10 +193,10 @@ void causal_attention_cases(Table& t) {
     ~NoKeptWeights() { detail::set_attention_weights_limit(saved); }
   };
   // The same op with no room to keep the weights.
-  auto recomputing = [](double sc, int64_t window) {
-    return [sc, window](const std::vector<Tensor>& x) {
+  auto recomputing = [](double sc, int64_t window, int64_t query_offset = 0) {
+    return [sc, window, query_offset](const std::vector<Tensor>& x) {
       NoKeptWeights limit;
-      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window)};
+      return std::vector<Tensor>{causal_attention(x[0], x[1], x[2], sc, window, query_offset)};
     };
   };
   t.add("causal_attention", "single_head", {{4, 3}, {4, 3}, {4, 2}}, fused(1 / std::sqrt(3.0), 0));
@@ -224,10 +222,22 @@ void causal_attention_cases(Table& t) {
         fused(1.0, 3), fast);
   t.add("causal_attention", "T70_weights_recomputed", {{70, 2}, {70, 2}, {70, 1}},
         recomputing(0.5, 0), fast);
+  // Queries after cached keys, as generation with a KV cache asks: K and V have query_offset
+  // more rows than Q, and query i is position query_offset + i.
+  t.add("causal_attention", "query_offset3", {{2, 3}, {5, 3}, {5, 2}}, fused(0.7, 0, 3));
+  t.add("causal_attention", "T1_after_4_window2", {{2, 1, 2}, {2, 5, 2}, {2, 5, 3}},
+        fused(0.8, 2, 4));
+  t.add("causal_attention", "query_offset2_weights_recomputed", {{3, 2}, {5, 2}, {5, 2}},
+        recomputing(0.6, 0, 2));
+  t.add("causal_attention", "T70_after_30_two_blocks", {{70, 2}, {100, 2}, {100, 1}},
+        fused(0.5, 0, 30), fast);
+  t.add("causal_attention", "T70_after_60_window3_skips", {{70, 1}, {130, 1}, {130, 1}},
+        fused(1.0, 3, 60), fast);
   // Heads packed along the last axis, read in place.
-  auto packed = [](int64_t heads, double sc, int64_t window) {
-    return [heads, sc, window](const std::vector<Tensor>& x) {
-      return std::vector<Tensor>{causal_attention_heads(x[0], x[1], x[2], heads, sc, window)};
+  auto packed = [](int64_t heads, double sc, int64_t window, int64_t query_offset = 0) {
+    return [heads, sc, window, query_offset](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{
+          causal_attention_heads(x[0], x[1], x[2], heads, sc, window, query_offset)};
     };
   };
   t.add("causal_attention_heads", "two_heads_batched", {{2, 3, 4}, {2, 3, 4}, {2, 3, 6}},
@@ -240,6 +250,13 @@ void causal_attention_cases(Table& t) {
   t.add("causal_attention_heads", "composed_reference", {{2, 3, 4}, {2, 3, 4}, {2, 3, 2}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_heads_composed(x[0], x[1], x[2], 2, 0.8, 1)};
+        });
+  t.add("causal_attention_heads", "two_heads_after_2_cached", {{2, 2, 4}, {2, 4, 4}, {2, 4, 6}},
+        packed(2, 0.7, 0, 2));
+  t.add("causal_attention_heads", "composed_reference_offset3",
+        {{1, 2, 4}, {1, 5, 4}, {1, 5, 2}}, [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{
+              causal_attention_heads_composed(x[0], x[1], x[2], 2, 0.8, 2, 3)};
         });
   // Q, K and V read in place from one packed projection (..., T, 3 H d), one gradient written.
   auto qkv = [](int64_t heads, double sc, int64_t window) {
@@ -261,6 +278,10 @@ void causal_attention_cases(Table& t) {
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2)};
         });
+  t.add("causal_attention", "composed_reference_offset3", {{2, 2}, {5, 2}, {5, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{causal_attention_composed(x[0], x[1], x[2], 0.8, 2, 3)};
+        });
 }
 
 void composed_cases(Table& t) {
@@ -274,15 +295,9 @@ void composed_cases(Table& t) {
   const Tensor R = weights({2, 3, 4}, 7);
   t.add("attention", "two_heads_weighted_loss", {{2, 3, 4}, {4, 4}, {4, 4}, {4, 4}},
         [R](const std::vector<Tensor>& x) {
-          auto heads = [](const Tensor& P) {  // (B, T, d) -> (B, H, T, d_h)
-            return permute(reshape(P, {2, 3, 2, 2}), {0, 2, 1, 3});
-          };
-          const Tensor Q = heads(matmul(x[0], x[1])), K = heads(matmul(x[0], x[2])),
-                       V = heads(matmul(x[0], x[3]));
-          const Tensor S = scale(matmul(Q, K, false, true), 1.0 / std::sqrt(2.0));  // (B,H,T,T)
-          const Tensor A = softmax(add_mask(S, causal_mask(3, x[0].dtype())));
-          const Tensor Y = reshape(permute(matmul(A, V), {0, 2, 1, 3}), {2, 3, 4});  // (B,T,D)
-          return std::vector<Tensor>{sum(mul(Y, as(R, Y)))};
+          const AttentionOptions two_heads{.heads = 2, .need_weights = true};
+          const Tensor Y = multi_head_attention(x[0], x[1], x[2], x[3], Tensor(), two_heads).Y;
+          return std::vector<Tensor>{sum(mul(Y, as(R, Y)))};  // Y (B, T, D)
         });
   t.add("attention", "lesson_loss_half_sum_of_squares", {{3, 2}, {2, 2}, {2, 2}, {2, 2}},
         [](const std::vector<Tensor>& x) {

@@ -14,9 +14,7 @@ void check_options(const AttentionOptions& o, const char* model) {
   if (o.heads < 1)
     throw ValueError(std::string(model) + ": heads must be at least 1, got " +
                      std::to_string(o.heads));
-  if (o.window < 0)
-    throw ValueError(std::string(model) + ": window must be at least 1 (0 for none), got " +
-                     std::to_string(o.window));
+  detail::check_causal_mask(model, o.window);
   if (o.rope && (!std::isfinite(o.rope_base) || o.rope_base <= 0))
     throw ValueError(std::string(model) + ": rope base must be finite and positive, got " +
                      std::to_string(o.rope_base));
@@ -51,15 +49,21 @@ void check_shapes(const char* model, const Tensor& X, const Tensor& W_Q, const T
          " must be even");
 }
 
-// S = Q K^T (/ sqrt(d)) + M;  A = softmax(S);  returns A V, and A in `weights` when the options
-// ask for it (else the fused op, which never forms A). Shared by both models.
+// 1 / sqrt(d) for heads of d columns, or 1 with the scale turned off.
+double score_scale(const AttentionOptions& o, int64_t d) {
+  return o.scale ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0;
+}
+
+// S = Q K^T (/ sqrt(d));  A = softmax(S + M);  returns A V, with S and A in `out` when the
+// options ask for them (else the fused op, which never forms them). Shared by both models.
 Tensor attend(const Tensor& Q, const Tensor& K, const Tensor& V, const AttentionOptions& o,
-              Tensor& weights) {
-  const double sc = o.scale ? 1.0 / std::sqrt(static_cast<double>(Q.size(-1))) : 1.0;
+              AttentionOutput& out) {
+  const double sc = score_scale(o, Q.size(-1));
   if (!o.need_weights) return causal_attention(Q, K, V, sc, o.window);  // (.., T, d_v)
-  const Tensor S = scale(matmul(Q, K, false, true), sc);                  // (.., T, T)
-  weights = softmax(add_mask(S, causal_mask(Q.size(-2), Q.dtype(), o.window)));  // (.., T, T)
-  return matmul(weights, V);                                              // (.., T, d_v)
+  const AttentionWeights w = causal_attention_weights(Q, K, sc, o.window);
+  out.S = w.S;            // (.., T, T)
+  out.A = w.A;            // (.., T, T)
+  return matmul(w.A, V);  // (.., T, d_v)
 }
 
 }  // namespace
@@ -78,7 +82,7 @@ AttentionOutput single_head_attention(const Tensor& X, const Tensor& W_Q, const 
   out.V = matmul(X, W_V);  // (.., T, d_v)
   const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
   const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
-  out.Y = attend(Q, K, out.V, o, out.A);  // (.., T, d_v)
+  out.Y = attend(Q, K, out.V, o, out);  // (.., T, d_v)
   if (W_O.defined()) out.Y = matmul(out.Y, W_O);
   out.W_O = W_O;
   return out;
@@ -90,13 +94,8 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
   check_options(o, "multi_head_attention");
   check_shapes("multi_head_attention", X, W_Q, W_K, W_V, W_O, o.heads, o.rope);
   const bool batched = X.rank() == 3;
-  const int64_t B = batched ? X.size(0) : 1, T = X.size(-2), H = o.heads;
+  const int64_t T = X.size(-2), H = o.heads;
   const int64_t d_k = W_Q.size(1), d_v = W_V.size(1);
-  const Tensor X3 = batched ? X : reshape(X, {1, T, X.size(-1)});  // (B, T, D)
-  // (B, T, d) -> (B, T, H, d/H) -> (B, H, T, d/H): head h owns columns [h d/H, (h+1) d/H).
-  auto split_heads = [&](const Tensor& P, int64_t d) {
-    return permute(reshape(P, {B, T, H, d / H}), {0, 2, 1, 3});
-  };
   AttentionOutput out;
   if (!o.need_weights && !o.rope) {
     // The fused op reads the heads where the projections put them: no split, no merge copies.
@@ -104,24 +103,25 @@ AttentionOutput multi_head_attention(const Tensor& X, const Tensor& W_Q, const T
     out.Q = matmul(X, W_Q);
     out.K = matmul(X, W_K);
     out.V = matmul(X, W_V);
-    const double sc = o.scale ? 1.0 / std::sqrt(static_cast<double>(d_k / H)) : 1.0;
+    const double sc = score_scale(o, d_k / H);
     Tensor Y = causal_attention_heads(out.Q, out.K, out.V, H, sc, o.window);  // (.., T, d_v)
     out.Y = W_O.defined() ? matmul(Y, W_O) : Y;
     out.W_O = W_O;
     return out;
   }
-  out.Q = split_heads(matmul(X3, W_Q), d_k);  // (B, H, T, d_h)
-  out.K = split_heads(matmul(X3, W_K), d_k);  // (B, H, T, d_h)
-  out.V = split_heads(matmul(X3, W_V), d_v);  // (B, H, T, d_vh)
+  // Head h owns columns [h d/H, (h+1) d/H); a 2-D X is one batch entry.
+  out.Q = split_heads(matmul(X, W_Q), H);  // (B, H, T, d_h)
+  out.K = split_heads(matmul(X, W_K), H);  // (B, H, T, d_h)
+  out.V = split_heads(matmul(X, W_V), H);  // (B, H, T, d_vh)
   const Tensor Q = o.rope ? rope(out.Q, o.rope_base) : out.Q;
   const Tensor K = o.rope ? rope(out.K, o.rope_base) : out.K;
-  const Tensor O = attend(Q, K, out.V, o, out.A);                    // (B, H, T, d_vh)
-  Tensor Y = reshape(permute(O, {0, 2, 1, 3}), {B, T, d_v});         // (B, T, d_v)
-  if (W_O.defined()) Y = matmul(Y, W_O);                                         // (B, T, d_v)
+  const Tensor O = attend(Q, K, out.V, o, out);  // (B, H, T, d_vh)
+  Tensor Y = merge_heads(O, batched);            // (.., T, d_v)
+  if (W_O.defined()) Y = matmul(Y, W_O);         // (.., T, d_v)
   out.W_O = W_O;
   if (!batched) {
-    Y = reshape(Y, {T, d_v});
     if (out.A.defined()) out.A = reshape(out.A, {H, T, T});
+    if (out.S.defined()) out.S = reshape(out.S, {H, T, T});
     out.Q = reshape(out.Q, {H, T, d_k / H});
     out.K = reshape(out.K, {H, T, d_k / H});
     out.V = reshape(out.V, {H, T, d_v / H});

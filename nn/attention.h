@@ -25,18 +25,19 @@ struct AttentionOptions {
   bool scale = true;   // false drops 1/sqrt(d), the lesson's exercise (d)
   bool rope = false;
   double rope_base = 10000.0;
-  /// false (the default): the fused causal_attention op, O(T d) memory and faster; A is left
-  /// undefined. true: the composed ops, with the weights A on the tape and returned (as in the
-  /// lesson, the demo and the invariant checker).
+  /// false (the default): the fused causal_attention op, O(T d) memory and faster; S and A are
+  /// left undefined. true: the composed ops (causal_attention_weights), with the scores S and
+  /// the weights A on the tape and returned (as in the lesson, the demo and the checker).
   bool need_weights = false;
 };
 
 /// What an attention function computed, for the caller and the invariant checker. Q, K, V are
 /// per head, (B, H, T, d_h) (or (H, T, d_h) for a 2-D X), when heads > 1, else (.., T, d).
-/// A is (T, T) or (B, T, T) for one head, (H, T, T) or (B, H, T, T) for several.
+/// S and A are (T, T) or (B, T, T) for one head, (H, T, T) or (B, H, T, T) for several.
 struct AttentionOutput {
   Tensor Y;    // (T, d_v) or (B, T, d_v)
   Tensor A;    // the attention weights (undefined when options.need_weights is false)
+  Tensor S;    // the scores Q K^T / sqrt(d_h) before the mask (likewise)
   // The projections. Per head, (H, T, d_h) or (B, H, T, d_h) (single-head: (.., T, d)); but
   // packed, (.., T, H d_h), from multi_head_attention with need_weights = false and no RoPE,
   // where the fused op reads the heads in place.

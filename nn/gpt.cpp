@@ -1,7 +1,6 @@
 #include "nn/gpt.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "autograd/grad_mode.h"
@@ -26,23 +25,9 @@ const GPTConfig& validated(const GPTConfig& c) {
 // nanoGPT's scaled init of the projections into the residual stream.
 double c_proj_std(const GPTConfig& c) { return 0.02 / std::sqrt(2.0 * c.n_layer); }
 
-// Causal attention of T_new query rows, the last ones of a sequence of T_all positions, to all
-// T_all keys, for H heads packed along the last axis (nanoGPT's layout); rows and keys by ops.
-Tensor attend_to_all(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H) {
-  const int64_t B = q.size(0), T_new = q.size(1), C = q.size(2), T_all = k.size(1);
-  const int64_t d = C / H, start = T_all - T_new;
-  const auto heads = [&](const Tensor& x, int64_t T) {
-    return permute(reshape(x, {B, T, H, d}), {0, 2, 1, 3});  // (B, H, T, d)
-  };
-  Tensor mask = zeros({T_new, T_all}, q.dtype());  // row i is position start + i
-  for (int64_t i = 0; i < T_new; ++i)
-    for (int64_t j = start + i + 1; j < T_all; ++j)
-      mask.set({i, j}, -std::numeric_limits<double>::infinity());
-  Tensor att = scale(matmul(heads(q, T_new), heads(k, T_all), false, true),
-                     1.0 / std::sqrt(static_cast<double>(d)));  // (B, H, T_new, T_all)
-  att = softmax(add_mask(att, mask));                           // (B, H, T_new, T_all)
-  Tensor y = matmul(att, heads(v, T_all));                      // (B, H, T_new, d)
-  return reshape(permute(y, {0, 2, 1, 3}), {B, T_new, C});      // (B, T_new, C)
+// The scores' scale, 1 / sqrt(d) for heads of d = C / H columns.
+double head_scale(int64_t n_embd, int64_t n_head) {
+  return 1.0 / std::sqrt(static_cast<double>(n_embd / n_head));
 }
 
 }  // namespace
@@ -61,7 +46,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Rng& init_rng, Rng&
 
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
   // q, k, v are the thirds of c_attn's output, read in place (no split copied either way)
-  const double scale = 1.0 / std::sqrt(static_cast<double>(n_embd_ / n_head_));
+  const double scale = head_scale(n_embd_, n_head_);
   Tensor y = causal_attention_qkv(c_attn(x), n_head_, scale);  // (B, T, 3C) -> (B, T, C)
   return resid_dropout(c_proj(y));                             // (B, T, C)
 }
@@ -71,8 +56,12 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache,
   const std::vector<Tensor> qkv = split(c_attn(x), n_embd_, -1);     // 3 x (B, T_new, C)
   k_cache = k_cache.defined() ? cat({k_cache, qkv[1]}, 1) : qkv[1];  // (B, T_all, C)
   v_cache = v_cache.defined() ? cat({v_cache, qkv[2]}, 1) : qkv[2];  // (B, T_all, C)
-  Tensor y = attend_to_all(qkv[0], k_cache, v_cache, n_head_);       // (B, T_new, C)
-  return resid_dropout(c_proj(y));                                   // (B, T_new, C)
+  // The new positions are the last T_new of T_all: the fused op with the mask shifted by the
+  // T_all - T_new cached ones.
+  const int64_t cached = k_cache.size(1) - x.size(1);
+  Tensor y = causal_attention_heads(qkv[0], k_cache, v_cache, n_head_,
+                                    head_scale(n_embd_, n_head_), 0, cached);  // (B, T_new, C)
+  return resid_dropout(c_proj(y));                                             // (B, T_new, C)
 }
 
 MLP::MLP(const GPTConfig& c, Rng& init_rng, Rng& dropout_rng)

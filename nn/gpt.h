@@ -57,8 +57,9 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPTConfig& config, Rng& init_rng, Rng& dropout_rng);
   /// x (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x) const;
-  /// The new positions x (B, T_new, C), attending to the cached ones and themselves; appends
-  /// their keys and values to k_cache and v_cache ((B, T_cached, C), undefined when empty).
+  /// The new positions x (B, T_new, C), attending to the cached ones and themselves (the fused
+  /// causal_attention_heads, its mask shifted by the T_cached positions); appends their keys and
+  /// values to k_cache and v_cache ((B, T_cached, C), undefined when empty).
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 

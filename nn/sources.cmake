@@ -1,8 +1,10 @@
 # nn/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
   nn/attention.cpp
+  nn/config_json.cpp
   nn/embedding.cpp
   nn/gpt.cpp
+  nn/gpt_config.cpp
   nn/layer_norm.cpp
   nn/linear.cpp
   nn/module.cpp

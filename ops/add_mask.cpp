@@ -49,17 +49,29 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
   });
 }
 
-Tensor causal_mask(int64_t T, Dtype dtype, int64_t window) {
+Tensor causal_mask(int64_t T, Dtype dtype, int64_t window, int64_t query_offset) {
   if (T < 0) throw ValueError("causal_mask: T must not be negative, got " + std::to_string(T));
-  if (window < 0)
-    throw ValueError("causal_mask: window must be at least 1 (or 0 for none), got " +
-                     std::to_string(window));
+  detail::check_causal_mask("causal_mask", window, query_offset);
+  const int64_t T_k = query_offset + T;
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> m(T * T, 0.0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j)
-      if (j > i || (window > 0 && j <= i - window)) m[i * T + j] = -inf;
-  return from_vector(m, Shape{T, T}, dtype);
+  std::vector<double> m(T * T_k, 0.0);
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t pos = query_offset + i;  // row i's position
+    for (int64_t j = 0; j < T_k; ++j)
+      if (j > pos || (window > 0 && j <= pos - window)) m[i * T_k + j] = -inf;
+  }
+  return from_vector(m, Shape{T, T_k}, dtype);
 }
+
+namespace detail {
+void check_causal_mask(const std::string& op, int64_t window, int64_t query_offset) {
+  if (window < 0)
+    throw ValueError(op + ": window must be at least 1 (0 for none), got " +
+                     std::to_string(window));
+  if (query_offset < 0)
+    throw ValueError(op + ": query_offset must not be negative, got " +
+                     std::to_string(query_offset));
+}
+}  // namespace detail
 
 }  // namespace tg

@@ -72,40 +72,41 @@ void tiny_rows_k(const T* a, int64_t ai, int64_t ak, const T* b, int64_t ldb, T*
   }
 }
 
-// Tiny products (M N K <= kTiny) with B untransposed (b is (K, N), row stride ldb), where any
-// setup costs more than the arithmetic; common sizes get their own unrolled loop.
+// Tiny products (M N K <= kTiny) with B untransposed (read as (K, N)), where any setup costs
+// more than the arithmetic; common sizes get their own unrolled loop.
 template <class T>
-void tiny_product(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb, T* y, int64_t ldy,
-                  int64_t M, int64_t N, int64_t K, T alpha, T beta) {
-  const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;  // A'(i, k) = a[i ai + k ak]
+void tiny_product(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha,
+                  T beta) {
+  const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
+  const int64_t ai = a.transposed ? 1 : a.ld, ak = a.transposed ? a.ld : 1;  // A' = a[i ai + k ak]
+  const T* p = a.data;
   switch (N) {
-    case 1: return tiny_rows_k<T, 1>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 2: return tiny_rows_k<T, 2>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 4: return tiny_rows_k<T, 4>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 8: return tiny_rows_k<T, 8>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    case 16: return tiny_rows_k<T, 16>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
-    default: return tiny_rows<T, 0, 0>(a, ai, ak, b, ldb, y, ldy, M, N, K, alpha, beta);
+    case 1: return tiny_rows_k<T, 1>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
+    case 2: return tiny_rows_k<T, 2>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
+    case 4: return tiny_rows_k<T, 4>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
+    case 8: return tiny_rows_k<T, 8>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
+    case 16: return tiny_rows_k<T, 16>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
+    default: return tiny_rows<T, 0, 0>(p, ai, ak, b.data, b.ld, y.data, y.ld, M, N, K, alpha, beta);
   }
 }
 
 // The same with B transposed (b is (N, K)): copied the right way round first, into a buffer of
 // kTiny entries (K N <= kTiny since M >= 1) that only this path puts on the stack.
 template <class T>
-[[gnu::noinline]] void tiny_product_bt(const T* a, int64_t lda, bool ta, const T* b, int64_t ldb,
-                                       T* y, int64_t ldy, int64_t M, int64_t N, int64_t K,
-                                       T alpha, T beta) {
+[[gnu::noinline]] void tiny_product_bt(MatrixView<const T> a, MatrixView<const T> b,
+                                       MatrixView<T> y, T alpha, T beta) {
+  const int64_t N = b.rows, K = b.cols;
   T bt[kTiny];
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) bt[k * N + j] = b[j * ldb + k];
-  tiny_product(a, lda, ta, bt, N, y, ldy, M, N, K, alpha, beta);
+    for (int64_t j = 0; j < N; ++j) bt[k * N + j] = b.data[j * b.ld + k];
+  tiny_product<T>(a, view(bt, K, N), y, alpha, beta);
 }
 
 }  // namespace
 
 template <class T>
-void gemm(const T* a, int64_t ra, int64_t ca, int64_t lda, bool ta, const T* b, int64_t rb,
-          int64_t cb, int64_t ldb, bool tb, T* y, int64_t ldy, T alpha, T beta) {
-  const int64_t M = ta ? ca : ra, N = tb ? rb : cb, K = ta ? ra : ca;
+void gemm(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha, T beta) {
+  const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   if (M == 0 || N == 0) return;
   const int64_t work = M * N * K;
 #ifdef TAPEGRAD_HAVE_BLAS
@@ -119,39 +120,43 @@ void gemm(const T* a, int64_t ra, int64_t ca, int64_t lda, bool ta, const T* b, 
     // ones (float, one thread, best of six: 64x256x64 73 GFLOP/s with it, 60 without) but slower
     // with a transposed B (34 vs 46), a long side (64x1024x64: 26 vs 56) or a transposed A and
     // a large Y (256^3: 58 vs 78); it is turned off for those.
+    const bool ta = a.transposed, tb = b.transposed;
     if (tb || std::max(M, N) >= 512 || (ta && M * N >= 256 * 256))
       bli_rntm_disable_l3_sup(&rntm);
     const trans_t opa = ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     const trans_t opb = tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     T al = alpha, be = beta;
+    T* pa = const_cast<T*>(a.data);
+    T* pb = const_cast<T*>(b.data);
     if constexpr (sizeof(T) == 4)
-      bli_sgemm_ex(opa, opb, M, N, K, &al, const_cast<T*>(a), lda, 1, const_cast<T*>(b), ldb, 1,
-                   &be, y, ldy, 1, nullptr, &rntm);
+      bli_sgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1, nullptr,
+                   &rntm);
     else
-      bli_dgemm_ex(opa, opb, M, N, K, &al, const_cast<T*>(a), lda, 1, const_cast<T*>(b), ldb, 1,
-                   &be, y, ldy, 1, nullptr, &rntm);
+      bli_dgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1, nullptr,
+                   &rntm);
     return;
   }
 #endif
   if (work <= kTiny) {  // K = 0 too: Y = beta Y
-    if (tb && K > 0)
-      tiny_product_bt(a, lda, ta, b, ldb, y, ldy, M, N, K, alpha, beta);
+    if (b.transposed && K > 0)
+      tiny_product_bt(a, b, y, alpha, beta);
     else
-      tiny_product(a, lda, ta, b, ldb, y, ldy, M, N, K, alpha, beta);
+      tiny_product(a, b, y, alpha, beta);
     return;
   }
-  CMap<T> A(a, ra, ca, Eigen::OuterStride<>(lda)), B(b, rb, cb, Eigen::OuterStride<>(ldb));
-  Map<T> Y(y, M, N, Eigen::OuterStride<>(ldy));
-  if (!ta && !tb) eigen_product<T>(A, B, Y, alpha, beta);
-  else if (ta && !tb) eigen_product<T>(A.transpose(), B, Y, alpha, beta);
-  else if (!ta && tb) eigen_product<T>(A, B.transpose(), Y, alpha, beta);
+  CMap<T> A(a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld));
+  CMap<T> B(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
+  Map<T> Y(y.data, M, N, Eigen::OuterStride<>(y.ld));
+  if (!a.transposed && !b.transposed) eigen_product<T>(A, B, Y, alpha, beta);
+  else if (a.transposed && !b.transposed) eigen_product<T>(A.transpose(), B, Y, alpha, beta);
+  else if (!a.transposed && b.transposed) eigen_product<T>(A, B.transpose(), Y, alpha, beta);
   else eigen_product<T>(A.transpose(), B.transpose(), Y, alpha, beta);
 }
 
-template void gemm<float>(const float*, int64_t, int64_t, int64_t, bool, const float*, int64_t,
-                          int64_t, int64_t, bool, float*, int64_t, float, float);
-template void gemm<double>(const double*, int64_t, int64_t, int64_t, bool, const double*,
-                           int64_t, int64_t, int64_t, bool, double*, int64_t, double, double);
+template void gemm<float>(MatrixView<const float>, MatrixView<const float>, MatrixView<float>,
+                          float, float);
+template void gemm<double>(MatrixView<const double>, MatrixView<const double>,
+                           MatrixView<double>, double, double);
 
 bool have_blas() {
 #ifdef TAPEGRAD_HAVE_BLAS

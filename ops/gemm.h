@@ -9,21 +9,48 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace tg::detail {
 
-/// A is (ra, ca) with row stride lda, B is (rb, cb) with row stride ldb, Y is (M, N) with row
-/// stride ldy, where M = ta ? ca : ra and N = tb ? rb : cb. The caller checks the shapes.
+/// A row-major matrix in a buffer: rows x cols, row stride ld; read as its transpose
+/// (cols x rows) when `transposed`.
 template <class T>
-void gemm(const T* a, int64_t ra, int64_t ca, int64_t lda, bool ta, const T* b, int64_t rb,
-          int64_t cb, int64_t ldb, bool tb, T* y, int64_t ldy, T alpha = T(1), T beta = T(0));
+struct MatrixView {
+  T* data;
+  int64_t rows, cols, ld;
+  bool transposed = false;
 
-/// Contiguous operands (lda = ca, ldb = cb, ldy = N), Y overwritten.
+  MatrixView(T* data_, int64_t rows_, int64_t cols_, int64_t ld_, bool transposed_ = false)
+      : data(data_), rows(rows_), cols(cols_), ld(ld_), transposed(transposed_) {}
+  /// A writable view read only.
+  template <class U>
+    requires std::is_same_v<const U, T>
+  MatrixView(const MatrixView<U>& m)
+      : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld), transposed(m.transposed) {}
+
+  /// The same matrix read transposed (when `on`).
+  MatrixView t(bool on = true) const { return {data, rows, cols, ld, transposed != on}; }
+  /// The rows and columns of op(this).
+  int64_t op_rows() const { return transposed ? cols : rows; }
+  int64_t op_cols() const { return transposed ? rows : cols; }
+};
+
+/// rows x cols at data with row stride ld (cols when left out).
 template <class T>
-void gemm(const T* a, int64_t ra, int64_t ca, bool ta, const T* b, int64_t rb, int64_t cb,
-          bool tb, T* y) {
-  gemm<T>(a, ra, ca, ca, ta, b, rb, cb, cb, tb, y, tb ? rb : cb);
+MatrixView<T> view(T* data, int64_t rows, int64_t cols, int64_t ld) {
+  return {data, rows, cols, ld};
 }
+template <class T>
+MatrixView<T> view(T* data, int64_t rows, int64_t cols) {
+  return {data, rows, cols, cols};
+}
+
+/// Y = alpha op(A) op(B) + beta Y, Y (M, N) untransposed, with M = op(A)'s rows, N = op(B)'s
+/// columns and op(A)'s columns = op(B)'s rows. The caller checks the shapes. Never throws.
+template <class T>
+void gemm(MatrixView<const T> A, MatrixView<const T> B, MatrixView<T> Y, T alpha = T(1),
+          T beta = T(0));
 
 /// a b + c exactly as the tiny products compute each step (one rounding where the CPU has FMA),
 /// for sums that must agree with them to the last bit.

@@ -15,6 +15,8 @@ namespace tg {
 
 namespace {
 
+using detail::view;
+
 // The kernel for the common case, (..., M, K) @ (K, N) without transposed A: the formula's
 // products straight into fresh buffers, the batch summed inside one product.
 Grads backward_direct(const Tensor& A, const Tensor& B, bool tb, const Tensor& dY) {
@@ -27,14 +29,14 @@ Grads backward_direct(const Tensor& A, const Tensor& B, bool tb, const Tensor& d
     const T* dy = dY.data<T>();
     if (A.requires_grad()) {  // dA = dY B'^T
       dA = Tensor(A.shape(), A.dtype());
-      detail::gemm<T>(dy, rows, N, false, b, rb, cb, !tb, dA.data<T>());
+      detail::gemm<T>(view(dy, rows, N), view(b, rb, cb).t(!tb), view(dA.data<T>(), rows, K));
     }
     if (B.requires_grad()) {  // dB' = A^T dY over every row; dB = dB'^T when B' = B^T
       dB = Tensor(B.shape(), B.dtype());
       if (tb)
-        detail::gemm<T>(dy, rows, N, true, a, rows, K, false, dB.data<T>());
+        detail::gemm<T>(view(dy, rows, N).t(), view(a, rows, K), view(dB.data<T>(), N, K));
       else
-        detail::gemm<T>(a, rows, K, true, dy, rows, N, false, dB.data<T>());
+        detail::gemm<T>(view(a, rows, K).t(), view(dy, rows, N), view(dB.data<T>(), K, N));
     }
   });
   return {dA, dB};
@@ -85,7 +87,8 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
       return;
     }
     if (B.rank() == 2 && !ta) {  // (..., M, K) @ (K, N): one GEMM over all rows of A
-      detail::gemm<T>(pa, A.numel() / ca, ca, false, pb, rb, cb, tb, py);
+      detail::gemm<T>(view(pa, A.numel() / ca, ca), view(pb, rb, cb).t(tb),
+                      view(py, A.numel() / ca, N));
       return;
     }
     // One GEMM per batch entry; broadcast strides count whole matrices.
@@ -99,7 +102,8 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
         oa += k * sa[d];
         ob += k * sb[d];
       }
-      detail::gemm<T>(pa + oa * ra * ca, ra, ca, ta, pb + ob * rb * cb, rb, cb, tb, py + i * M * N);
+      detail::gemm<T>(view(pa + oa * ra * ca, ra, ca).t(ta), view(pb + ob * rb * cb, rb, cb).t(tb),
+                      view(py + i * M * N, M, N));
     }
   });
   return record("matmul", Y, {A, B}, where)

@@ -2,6 +2,8 @@
 list(APPEND TAPEGRAD_SOURCES
   ops/add.cpp
   ops/add_mask.cpp
+  ops/attention_composed.cpp
+  ops/attention_kernels.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
   ops/cross_entropy.cpp

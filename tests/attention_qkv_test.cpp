@@ -14,12 +14,14 @@
 
 #include "autograd/node.h"
 #include "ops/ops.h"
+#include "attention_util.h"
 
 namespace {
 
 using tg::Dtype;
 using tg::Shape;
 using tg::Tensor;
+using tg::test::rel_diff;
 using V = std::vector<double>;
 
 struct Case {
@@ -44,20 +46,6 @@ std::pair<Tensor, Tensor> run(const Tensor& qkv_in, const Tensor& R, F attend) {
   const Tensor O = attend(qkv);
   const Tensor dQKV = tg::grad({tg::sum(tg::mul(O, R))}, {qkv})[0];
   return {O, dQKV};
-}
-
-// max |a - b| / max(1, max |b|).
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const V x = a.to_vector(), y = b.to_vector();
-  EXPECT_EQ(a.shape(), b.shape());
-  if (x.size() != y.size()) return std::numeric_limits<double>::infinity();
-  double diff = 0, scale = 1;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::fabs(x[i] - y[i]));
-    if (!std::isfinite(x[i])) diff = std::numeric_limits<double>::infinity();
-    scale = std::max(scale, std::fabs(y[i]));
-  }
-  return diff / scale;
 }
 
 struct Inputs {

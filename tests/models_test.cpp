@@ -1,6 +1,6 @@
-// The attention models against an independent plain-loop reference written from DESIGN.md (no
-// tg op inside it), their gradients, float32, the RoPE op and the layer class. Bad inputs are
-// in models_bad_input_test.cpp.
+// The attention models against an independent plain-loop reference written from the models' math in
+// nn/attention.h (no tg op inside it), their gradients, float32, the RoPE op and the layer class.
+// Bad inputs are in models_bad_input_test.cpp.
 
 #include <gtest/gtest.h>
 
@@ -88,6 +88,7 @@ void rope_loops(Vec& x, int64_t T, int64_t d_h, double base) {
 struct Ref {
   Vec Y;  // (B, T, d_v)
   Vec A;  // (B, H, T, T)
+  Vec S;  // (B, H, T, T): the scaled scores, before the mask
 };
 
 // Attention written straight from the formulas, one (batch, head) at a time.
@@ -95,7 +96,7 @@ Ref reference(const Case& c, const std::vector<Vec>& in) {
   const int64_t B = std::max<int64_t>(c.B, 1), T = c.T, D = c.D, H = c.o.heads;
   const int64_t d_k = c.d_k, d_v = c.d_v, dh = d_k / H, dvh = d_v / H, w = c.o.window;
   const Vec &X = in[0], &WQ = in[1], &WK = in[2], &WV = in[3];
-  Ref r{Vec(B * T * d_v, 0.0), Vec(B * H * T * T, 0.0)};
+  Ref r{Vec(B * T * d_v, 0.0), Vec(B * H * T * T, 0.0), Vec(B * H * T * T, 0.0)};
   Vec O(B * T * d_v, 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -110,6 +111,9 @@ Ref reference(const Case& c, const std::vector<Vec>& in) {
       if (c.o.rope) rope_loops(q, T, dh, c.o.rope_base), rope_loops(k, T, dh, c.o.rope_base);
       const double s = c.o.scale ? 1.0 / std::sqrt(static_cast<double>(dh)) : 1.0;
       for (int64_t i = 0; i < T; ++i) {
+        double* score = &r.S[((b * H + h) * T + i) * T];
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t e = 0; e < dh; ++e) score[j] += q[i * dh + e] * k[j * dh + e] * s;
         Vec sc(T, -std::numeric_limits<double>::infinity());
         double mx = sc[0], z = 0;
         for (int64_t j = 0; j <= i; ++j) {
@@ -164,9 +168,11 @@ TEST(Attention, MatchesLoopReference) {
     if (c.B) a_dims.insert(a_dims.begin(), c.B), y_dims.insert(y_dims.begin(), c.B);
     EXPECT_EQ(out.Y.shape(), tg::Shape(y_dims)) << out.Y.shape().str();
     EXPECT_EQ(out.A.shape(), tg::Shape(a_dims)) << out.A.shape().str();
+    EXPECT_EQ(out.S.shape(), tg::Shape(a_dims)) << out.S.shape().str();
     EXPECT_EQ(out.W_O.defined(), c.w_o);
     expect_close(out.Y.to_vector(), ref.Y, 1e-12, "Y");
     expect_close(out.A.to_vector(), ref.A, 1e-12, "A");
+    expect_close(out.S.to_vector(), ref.S, 1e-12, "S");
   }
 }
 

@@ -13,6 +13,7 @@
 #include "check/gradcheck.h"
 #include "nn/gpt.h"
 #include "nn/linear.h"
+#include "ops/narrow.h"
 #include "nn_util.h"
 
 namespace tg::nn {
@@ -280,6 +281,8 @@ TEST(GPT, CachedGreedyDecodingEqualsFullForwards) {
     for (const auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
     const Tensor full = model.forward(tokens(flat, 2, T));  // (2, T, V)
     const int64_t T_new = step_logits.size(1);
+    // Near, not equal: the cache's attention (T_new query rows after the cached keys) and the
+    // full forward's (all T rows at once) group the same sums into other products.
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t t = 0; t < T_new; ++t)
         for (int64_t v = 0; v < c.vocab_size; ++v)
@@ -299,6 +302,35 @@ TEST(GPT, CachedGreedyDecodingEqualsFullForwards) {
   }
   EXPECT_EQ(cache.length(), c.block_size);
   EXPECT_THROW(model.forward_cached(tokens({0, 0}, 2, 1), cache), ValueError);
+}
+
+// Chunks of several new positions after the cached ones (the fused attention with its mask
+// shifted by the cache's length) give the rows of one full forward, in float32 too.
+TEST(GPT, CachedChunksEqualOneFullForward) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    GPTConfig c = tiny();
+    c.block_size = 8;
+    c.dtype = dtype;
+    Rng rng(21);
+    GPT model(c, rng);
+    model.eval();
+    const std::vector<int64_t> seq = {1, 4, 3, 0, 2, 2, 4, 1, 0, 3, 1, 1, 2, 4, 0, 3};  // (2, 8)
+    const Tensor full = model.forward(tokens(seq, 2, 8));                         // (2, 8, V)
+    KVCache cache;
+    int64_t start = 0;
+    for (int64_t T_new : {3, 2, 1, 2}) {
+      std::vector<int64_t> chunk;
+      for (int64_t b = 0; b < 2; ++b)
+        chunk.insert(chunk.end(), seq.begin() + b * 8 + start, seq.begin() + b * 8 + start + T_new);
+      const Tensor step = model.forward_cached(tokens(chunk, 2, T_new), cache);  // (2, T_new, V)
+      const Tensor rows = narrow(full, 1, start, T_new);
+      EXPECT_LE(max_abs_diff(step, rows), dtype == Dtype::f64 ? 1e-12 : 1e-5)
+          << "positions " << start << ".." << start + T_new - 1;
+      start += T_new;
+    }
+    EXPECT_EQ(cache.length(), 8);
+  }
 }
 
 }  // namespace

@@ -164,6 +164,11 @@ TEST(CausalAttention, SmallHandComputedCase) {
     EXPECT_NEAR(O.at({1, 0}), 5, 1e-14);
   }
   EXPECT_NEAR(tg::causal_attention(Q, K, V, 1.0, /*window=*/1).at({1, 0}), 6, 1e-14);  // O = V
+  // Row 1 alone, after one cached key: query_offset 1 makes it position 1, O = 5 again.
+  const Tensor q1 = tg::from_vector({1}, {1, 1});
+  for (const Tensor& O : {tg::causal_attention(q1, K, V, 1.0, 0, /*query_offset=*/1),
+                          tg::causal_attention_composed(q1, K, V, 1.0, 0, 1)})
+    EXPECT_NEAR(O.at({0, 0}), 5, 1e-14);
 }
 
 }  // namespace

@@ -50,12 +50,7 @@ int run_demo(std::ostream& out) {
       << att.V.shape().str() << "\n";
 
   heading(out, "4. Scores S = Q K^T / sqrt(d_k)");
-  Tensor S;
-  {
-    NoGradGuard no_grad;
-    S = scale(matmul(att.Q, att.K, false, true), 1.0 / std::sqrt(double(kD)));  // (T, T)
-  }
-  show(out, "S (first 3 rows; mixed signs, magnitudes around 0.1)", S, 4, 3);
+  show(out, "S (first 3 rows; mixed signs, magnitudes around 0.1)", att.S, 4, 3);  // (T, T)
 
   heading(out, "5. The causal mask: 0 where j <= i, -inf above the diagonal");
   const Tensor M = causal_mask(kT);

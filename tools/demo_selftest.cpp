@@ -19,12 +19,6 @@ namespace {
 
 constexpr int64_t kT = 8;
 
-std::string sci(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2e", v);
-  return b;
-}
-
 // (b): for each row of A, the positions j with A[i, j] > 0.1.
 void strong_weights(std::ostream& out, const Tensor& A, bool& ok) {
   heading(out, "Self-test (b): which positions get weight above 0.1?");
@@ -78,20 +72,23 @@ void unscaled_scores(std::ostream& out, bool& ok) {
     Rng rng(static_cast<uint64_t>(d_k));
     const Tensor X = randn({kT, d_k}, rng);
     const double sd = 1.0 / std::sqrt(double(d_k));
-    std::vector<Tensor> W;
+    std::vector<Tensor> W;  // W_Q (requiring grad, so that S is on the tape) and W_K
     for (int k = 0; k < 2; ++k) W.push_back(randn({d_k, d_k}, rng, Dtype::f64, sd));
+    W[0].set_requires_grad();
     char line[160];
     std::snprintf(line, sizeof line, "    %3lld |", static_cast<long long>(d_k));
     out << line;
     for (bool scaled : {true, false}) {
-      Tensor S = matmul(matmul(X, W[0]), matmul(X, W[1]), false, true);  // (T, T)
-      S = (scaled ? scale(S, sd) : S).detach().set_requires_grad();
-      const Tensor A = softmax(add_mask(S, causal_mask(kT)));            // (T, T)
+      // The model's own scores and weights (W_K stands in for W_V: Y is not looked at).
+      const AttentionOutput att = single_head_attention(
+          X, W[0], W[1], W[1], Tensor(), {.scale = scaled, .need_weights = true});
+      const Tensor& S = att.S;  // (T, T)
+      const Tensor& A = att.A;  // (T, T)
       double jacobian = 0;  // sum over rows i >= 1 of |dA_i / dS_i|_F^2
       for (int64_t k = kT; k < kT * kT; ++k) {
         Tensor e = zeros({kT, kT});
         e.data<double>()[k] = 1;
-        jacobian += sum_of_squares(grad({A}, {S}, {e}, false, /*retain_graph=*/1)[0]).item();
+        jacobian += sum_of_squares(grad({A}, {S}, {e}, false, /*retain_graph=*/true)[0]).item();
       }
       const double pass = std::sqrt(jacobian / (kT - 1));
       double mean_max = 0, mn = 1;
@@ -144,8 +141,8 @@ void backward_wrt_v(std::ostream& out, const AttentionOutput& att, bool& ok) {
     diff_tape = std::max(diff_tape, std::fabs(V.grad().to_vector()[k] - by_hand.to_vector()[k]));
   }
   show(out, "dV = A^T dY, by hand", by_hand);
-  out << "  max |A^T dY - finite differences| = " << sci(diff_fd) << "\n"
-      << "  max |A^T dY - the tape's dL/dV|    = " << sci(diff_tape) << "\n";
+  out << "  max |A^T dY - finite differences| = " << sci(diff_fd, 2) << "\n"
+      << "  max |A^T dY - the tape's dL/dV|    = " << sci(diff_tape, 2) << "\n";
   verdict(out, diff_fd < 1e-7 && diff_tape < 1e-12,
           "the hand-derived backward matches both finite differences and the tape", ok);
 }

@@ -1,0 +1,283 @@
+// The fused causal attention's kernels; the math is at the top of ops/attention_kernels.h.
+
+#include "ops/attention_kernels.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "ops/causal_attention.h"
+#include "ops/gemm.h"
+#include "ops/threads.h"
+
+namespace tg::detail {
+
+namespace {
+
+constexpr int64_t kBlock = 64;
+
+// Runs body(n) for n in [0, N): in parallel over OpenMP threads when the work (about
+// N T T_k d multiply-adds) pays for starting a thread team, directly otherwise. Each entry is
+// computed the same way either way, so results do not depend on the thread count.
+template <class F>
+void for_each_entry(int64_t N, int64_t work, F&& body) {
+  if (N == 1 || work < (int64_t{1} << 18)) {
+    for (int64_t n = 0; n < N; ++n) body(n);
+    return;
+  }
+  const int team = team_size();
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+  for (int64_t n = 0; n < N; ++n) body(n);
+}
+
+int64_t work_of(const AttentionDims& s) { return s.N * s.T * s.T_k * (s.d + s.dv); }
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+
+// Query rows [i0, i0 + rows) and the keys [lo, lo + keys) they see: up to the last row's
+// position (causal), from the first row's window edge.
+struct Block {
+  int64_t i0, rows, lo, keys;
+};
+
+Block block_at(const AttentionDims& s, int64_t i0) {
+  const int64_t i1 = std::min(s.T, i0 + kBlock);
+  const int64_t hi = s.query_offset + i1;
+  const int64_t lo =
+      s.window > 0 ? std::max<int64_t>(0, s.query_offset + i0 - s.window + 1) : 0;
+  return {i0, i1 - i0, lo, hi - lo};
+}
+
+// The keys query i sees, as columns [c0, c1) of a block whose first key is lo.
+void visible(const AttentionDims& s, int64_t i, int64_t lo, int64_t& c0, int64_t& c1) {
+  const int64_t pos = s.query_offset + i;
+  c0 = (s.window > 0 ? std::max<int64_t>(lo, pos - s.window + 1) : lo) - lo;
+  c1 = pos + 1 - lo;
+}
+
+// The most keys a block sees, for its scratch: (rows, keys) <= (min(64, T), T_k).
+int64_t block_cap(const AttentionDims& s) { return std::min(kBlock, s.T) * s.T_k; }
+
+// Per-thread scratch that keeps its buffer: no allocation (and no fresh pages) in a steady loop.
+// Aligned like Eigen's own buffers: a vectorised row sum then splits a row the same way on every
+// thread, which keeps the results identical for any thread count.
+template <class T>
+using Scratch = std::vector<T, Eigen::aligned_allocator<T>>;
+
+template <class T>
+T* scratch(Scratch<T>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
+}
+
+// dst (cols, rows) = src^T, src being (rows, cols) with row stride ld; 16 source rows at a time,
+// so that both sides move through memory in runs rather than one element per cache line.
+template <class T>
+void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t j0 = 0; j0 < rows; j0 += kTile) {
+    const int64_t j1 = std::min(rows, j0 + kTile);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t j = j0; j < j1; ++j) dst[c * rows + j] = src[j * ld + c];
+  }
+}
+
+// S (rows, keys) = Q_i K^T scale for block b, K^T being kt (d, T_k); hidden entries are set to
+// exactly 0 and `visible_part(r, row, len)` runs on each row's visible run.
+template <class T, class F>
+void score_block(const T* q, const T* kt, const AttentionDims& s, const Block& b, T sc, T* S,
+                 F&& visible_part) {
+  gemm<T>(view(q + b.i0 * s.ldq, b.rows, s.d, s.ldq), view(kt + b.lo, s.d, b.keys, s.T_k),
+          view(S, b.rows, b.keys), sc);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int64_t c0, c1;
+    visible(s, b.i0 + r, b.lo, c0, c1);
+    T* row = S + r * b.keys;
+    std::fill(row, row + c0, T(0));
+    std::fill(row + c1, row + b.keys, T(0));
+    visible_part(r, row + c0, c1 - c0);
+  }
+}
+
+// p = exp(p - m) / l with m = max p and l = sum exp(p - m) (Eigen's vectorised exp); returns
+// m + log l.
+template <class T>
+T softmax_row(T* p, int64_t len) {
+  Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> a(p, len);
+  const T m = a.maxCoeff();
+  a = (a - m).exp();
+  const T l = a.sum();
+  a /= l;
+  return m + std::log(l);
+}
+
+// p = exp(p - lse): the weights again, from the forward's log-sum-exp.
+template <class T>
+void exp_row(T* p, int64_t len, T lse) {
+  Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> a(p, len);
+  a = (a - lse).exp();
+}
+
+// Entries of the per-block weights of one (batch, head) entry: sum over blocks of rows x keys.
+int64_t weights_per_entry(const AttentionDims& s) {
+  int64_t total = 0;
+  for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
+    const Block b = block_at(s, i0);
+    total += b.rows * b.keys;
+  }
+  return total;
+}
+
+std::atomic<std::size_t> weights_limit{std::size_t{32} << 20};
+
+// O = softmax(S) V for one entry. With `keep`, the weights stay there, block after block (the
+// layout weights_per_entry counts), for the backward; else they live in per-thread scratch.
+template <class T>
+void forward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, T* o, T* lse, T* keep) {
+  thread_local Scratch<T> buf, kt_buf;
+  T* const block_buf = keep ? nullptr : scratch(buf, block_cap(s));
+  // K^T (d, T_k), so that every score block is a product of untransposed operands (the faster
+  // kind in BLIS: 73 against 46 GFLOP/s at 64x256x64 in float).
+  T* kt = scratch(kt_buf, s.d * s.T_k);
+  transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
+    const Block b = block_at(s, i0);
+    T* P = keep ? keep : block_buf;
+    // S, turned into P = softmax(S) over the visible keys row by row, 0 elsewhere
+    score_block(in.q, kt, s, b, sc, P,
+                [&](int64_t r, T* p, int64_t len) { lse[i0 + r] = softmax_row(p, len); });
+    gemm<T>(view(P, b.rows, b.keys), view(in.v + b.lo * s.ldv, b.keys, s.dv, s.ldv),
+            view(o + i0 * s.ldo, b.rows, s.dv, s.ldo));  // O_i = P V
+    if (keep) keep += b.rows * b.keys;
+  }
+}
+
+// D_i = sum_c dO_ic O_ic, summed in the order (and with the multiply-adds) of the small
+// products, so that a row with one visible key (P = 1, O_i = V_i) gets dP_ii - D_i = 0 exactly.
+template <class T>
+void output_dots(const AttentionDims& s, const T* o, const T* dout, Vec<T>& D) {
+  D.resize(s.T);
+  for (int64_t i = 0; i < s.T; ++i) {
+    const T* a = dout + i * s.ldo;
+    const T* b = o + i * s.ldo;
+    T sum = T(0);
+    for (int64_t c = 0; c < s.dv; ++c) sum = madd(a[c], b[c], sum);
+    D(i) = sum;
+  }
+}
+
+// dQ, dK, dV of one entry; `kept` holds the forward's weights, or is null to recompute them.
+template <class T>
+void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T* o,
+                    const T* dout, const T* lse, const T* kept, AttentionGrads<T> g) {
+  using SMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
+  SMap(g.dk, s.T_k, s.d, Eigen::OuterStride<>(s.ldq)).setZero();
+  SMap(g.dv, s.T_k, s.dv, Eigen::OuterStride<>(s.ldv)).setZero();
+  thread_local Vec<T> D;
+  output_dots(s, o, dout, D);
+  thread_local Scratch<T> buf, t_buf;
+  const int64_t cap = block_cap(s);
+  T* const scores_grad = scratch(buf, 2 * cap);  // a block's dP, then its dS (made in place)
+  T* const P_recomputed = scores_grad + cap;
+  // V^T (d_v, T_k), and K^T (d, T_k) when the weights are recomputed: untransposed products.
+  T* vt = scratch(t_buf, (s.dv + (kept ? 0 : s.d)) * s.T_k);
+  T* kt = vt + s.dv * s.T_k;
+  transpose_rows(in.v, s.T_k, s.dv, s.ldv, vt);
+  if (!kept) transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
+    const Block b = block_at(s, i0);
+    const int64_t n = b.keys;
+    const T* P = kept;
+    if (kept) {
+      kept += b.rows * n;
+    } else {
+      // P = exp(S - lse), 0 where hidden
+      score_block(in.q, kt, s, b, sc, P_recomputed,
+                  [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
+      P = P_recomputed;
+    }
+    const auto dO_i = view(dout + i0 * s.ldo, b.rows, s.dv, s.ldo);
+    const auto dV_keys = view(g.dv + b.lo * s.ldv, n, s.dv, s.ldv);
+    gemm<T>(view(P, b.rows, n).t(), dO_i, dV_keys, T(1), T(1));  // dV += P^T dO_i
+    T* const dP = scores_grad;
+    gemm<T>(dO_i, view(vt + b.lo, s.dv, n, s.T_k), view(dP, b.rows, n));  // dP = dO_i V^T
+    T* const dS = scores_grad;
+    for (int64_t r = 0; r < b.rows; ++r) {  // dS = P * (dP - D_i) scale, written over dP
+      T* ds = dS + r * n;                    // holds dP until written
+      const T* p = P + r * n;
+      const T Di = D(i0 + r);
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di) * sc;
+    }
+    gemm<T>(view(dS, b.rows, n), view(in.k + b.lo * s.ldq, n, s.d, s.ldq),
+            view(g.dq + i0 * s.ldq, b.rows, s.d, s.ldq));  // dQ_i = dS K
+    const auto Q_i = view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq);
+    const auto dK_keys = view(g.dk + b.lo * s.ldq, n, s.d, s.ldq);
+    gemm<T>(view(dS, b.rows, n).t(), Q_i, dK_keys, T(1), T(1));  // dK += dS^T Q_i
+  }
+}
+
+// Entry n's inputs and gradients, at their offsets.
+template <class T>
+AttentionInputs<T> entry(const AttentionDims& s, AttentionInputs<T> in, int64_t n) {
+  return {in.q + s.q_off(n), in.k + s.k_off(n), in.v + s.v_off(n)};
+}
+template <class T>
+AttentionGrads<T> entry(const AttentionDims& s, AttentionGrads<T> g, int64_t n) {
+  return {g.dq + s.q_off(n), g.dk + s.k_off(n), g.dv + s.v_off(n)};
+}
+
+}  // namespace
+
+KeptLayout kept_layout(const AttentionDims& s, std::size_t elem_size, bool backward_coming) {
+  KeptLayout k;
+  k.per_entry = weights_per_entry(s);
+  const int64_t per_line = 64 / static_cast<int64_t>(elem_size);
+  k.lse_n = (s.N * s.T + per_line - 1) / per_line * per_line;
+  k.weights = backward_coming && static_cast<double>(s.N) * k.per_entry * elem_size <=
+                                     static_cast<double>(weights_limit.load());
+  return k;
+}
+
+template <class T>
+void attention_forward(const AttentionDims& s, T scale, AttentionInputs<T> in, T* o, T* kept,
+                       const KeptLayout& layout) {
+  T* w = layout.weights ? kept + layout.lse_n : nullptr;
+  for_each_entry(s.N, work_of(s), [&](int64_t n) {
+    forward_entry<T>(s, scale, entry(s, in, n), o + s.o_off(n), kept + n * s.T,
+                     w ? w + n * layout.per_entry : nullptr);
+  });
+}
+
+template <class T>
+void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* o,
+                        const T* dout, const T* kept, const KeptLayout& layout,
+                        AttentionGrads<T> grads) {
+  const T* w = layout.weights ? kept + layout.lse_n : nullptr;
+  for_each_entry(s.N, work_of(s), [&](int64_t n) {
+    backward_entry<T>(s, scale, entry(s, in, n), o + s.o_off(n), dout + s.o_off(n),
+                      kept + n * s.T, w ? w + n * layout.per_entry : nullptr, entry(s, grads, n));
+  });
+}
+
+template void attention_forward<float>(const AttentionDims&, float, AttentionInputs<float>,
+                                       float*, float*, const KeptLayout&);
+template void attention_forward<double>(const AttentionDims&, double, AttentionInputs<double>,
+                                        double*, double*, const KeptLayout&);
+template void attention_backward<float>(const AttentionDims&, float, AttentionInputs<float>,
+                                        const float*, const float*, const float*,
+                                        const KeptLayout&, AttentionGrads<float>);
+template void attention_backward<double>(const AttentionDims&, double, AttentionInputs<double>,
+                                         const double*, const double*, const double*,
+                                         const KeptLayout&, AttentionGrads<double>);
+
+void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
+std::size_t attention_weights_limit() { return weights_limit.load(); }
+
+}  // namespace tg::detail
