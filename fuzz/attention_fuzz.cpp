@@ -7,11 +7,12 @@
 //            bit 7 the out path is a regular file (the run must fail and leave it alone)
 //   rest     up to 5 payloads separated by kSep: X, W_Q, W_K, W_V, W_O; an empty payload means
 //            the file is absent, fewer than 5 payloads mean no W_O.npy.
-// The contract checked (DESIGN.md): run_attention either throws a tg::Error whose message is one
-// printable line and leaves no file in the out dir, or writes exactly the expected files, each a
-// readable .npy of the expected shape and dtype, finite, with causal weights whose rows sum to 1
-// and loss = 0.5 * sum(Y^2); either way no staging folder is left beside the out dir. Anything
-// else (another exception type, a crash, a sanitizer report) aborts.
+// The contract checked (bad input: one clear line, no partial output): run_attention either throws
+// a tg::Error whose message is one printable line and leaves no file in the out dir, or writes
+// exactly the expected files, each a readable .npy of the expected shape and dtype, finite, with
+// causal weights whose rows sum to 1 and loss = 0.5 * sum(Y^2); either way no staging folder is
+// left beside the out dir. Anything else (another exception type, a crash, a sanitizer report)
+// aborts.
 
 #include <algorithm>
 #include <cmath>

@@ -31,8 +31,8 @@ extern const char kTarget[];
   std::abort();
 }
 
-/// The contract of every tg::IoError from a reader given `file_name` (DESIGN.md: one clear line):
-/// "file_name: " and then something, printable ASCII only. Calls bug() otherwise.
+/// The contract of every tg::IoError from a reader given `file_name` (bad input is one clear line
+/// naming the file): "file_name: " and then something, printable ASCII only. Calls bug() otherwise.
 inline void check_reader_message(std::string_view m, const std::string& file_name) {
   const std::string prefix = file_name + ": ";
   if (!m.starts_with(prefix))

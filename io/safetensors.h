@@ -1,5 +1,5 @@
 #pragma once
-// .safetensors files (Hugging Face's checkpoint format, DESIGN.md "Checkpoints"): an 8-byte
+// .safetensors files (Hugging Face's checkpoint format): an 8-byte
 // little-endian header length N, N bytes of JSON
 //   {"NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...,
 //    "__metadata__": {"key": "string value", ...}}

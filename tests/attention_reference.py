@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent numpy (float64) reference for `tapegrad attention`.
 
-The forward pass follows DESIGN.md ("Attention models"); the gradients of
+The forward pass is the one of nn/attention.h, written out in numpy; the gradients of
 L = 0.5 * sum(Y^2) are written by hand, one backward step under each forward step
 (no autodiff library), so the C++ tape is checked against a second derivation.
 

@@ -1,6 +1,6 @@
 // data/: uniform integers, the char tokenizer, the 90/10 split and random windows, and the
-// induction task, each checked against DESIGN.md's definitions. Fixed batches from .npy files
-// are in data_batches_test.cpp.
+// induction task, each checked against the definitions in data/'s headers. Fixed batches from .npy
+// files are in data_batches_test.cpp.
 
 #include <gtest/gtest.h>
 

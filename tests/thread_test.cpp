@@ -1,5 +1,5 @@
-// Threads (DESIGN.md: "NoGradGuard is thread-local. Independent graphs on different threads are
-// safe."): several threads build and differentiate their own graphs at once, repeatedly, and must
+// Threads (NoGradGuard is thread-local; independent graphs on different threads are safe):
+// several threads build and differentiate their own graphs at once, repeatedly, and must
 // get exactly what one thread got alone; grad mode and the caching allocator are per thread, and
 // a tensor may die on another thread than the one that made it; the kernels give the same bits
 // for any OpenMP thread count. fuzz/tsan.sh runs this suite under ThreadSanitizer.

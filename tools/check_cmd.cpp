@@ -20,6 +20,7 @@
 #include "nn/gpt.h"
 #include "ops/op_list.h"
 #include "tools/commands.h"
+#include "tools/demo_util.h"
 
 namespace tg {
 
@@ -161,12 +162,6 @@ void add_gpt_rows(std::vector<Row>& rows) {
 
 // ---- the table --------------------------------------------------------------------------
 
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1e", v);
-  return buf;
-}
-
 std::string pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
@@ -183,7 +178,7 @@ void print_table(std::ostream& out, const std::vector<Row>& rows) {
       << pad("max abs err", 13) << pad("max rel err", 13) << "result\n";
   for (const Row& r : rows)
     out << pad(r.name, w_name) << pad(r.shapes, w_shapes) << pad(r.check, 10)
-        << pad(sci(r.max_abs), 13) << pad(sci(r.max_rel), 13) << (r.passed ? "PASS" : "FAIL")
+        << pad(demo::sci(r.max_abs, 1), 13) << pad(demo::sci(r.max_rel, 1), 13) << (r.passed ? "PASS" : "FAIL")
         << "\n";
 }
 

@@ -1,10 +1,14 @@
 #pragma once
-// The subcommands of the `tapegrad` program; main.cpp parses the flags (CLI11) and calls these.
+// The subcommands of the `tapegrad` program; main.cpp adds their flags (CLI11) and calls these.
 
 #include <ostream>
 #include <string>
 
 #include "nn/attention.h"
+
+namespace CLI {
+class App;
+}
 
 namespace tg {
 
@@ -15,6 +19,9 @@ struct AttentionArgs {
   AttentionOptions options{.need_weights = true};
   Dtype dtype = Dtype::f64;
 };
+
+/// Adds `attention` to app, its flags parsed into args (tools/attention_cli.cpp).
+CLI::App* add_attention_command(CLI::App& app, AttentionArgs& args);
 
 /// `tapegrad attention`: reads X, W_Q, W_K, W_V (and W_O when present) from in_dir, writes Y, A
 /// (unless options.need_weights is false), loss and the gradient of every input to out_dir, all

@@ -36,4 +36,10 @@ void verdict(std::ostream& out, bool ok, const std::string& claim, bool& all_ok)
   all_ok = all_ok && ok;
 }
 
+std::string sci(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*e", digits, v);
+  return buf;
+}
+
 }  // namespace tg::demo

@@ -1,5 +1,5 @@
 #pragma once
-// Printing helpers shared by the demo's two halves.
+// Printing helpers shared by the demo's two halves and `tapegrad check`.
 
 #include <ostream>
 #include <string>
@@ -14,5 +14,7 @@ void show(std::ostream& out, const std::string& name, const Tensor& t, int preci
           int64_t max_rows = 8);
 /// " ok " or "FAIL" with the claim, and remembers a failure in `all_ok`.
 void verdict(std::ostream& out, bool ok, const std::string& claim, bool& all_ok);
+/// v in scientific notation with `digits` digits after the point: sci(0.000123, 1) = "1.2e-04".
+std::string sci(double v, int digits);
 
 }  // namespace tg::demo

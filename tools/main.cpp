@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <string>
 
@@ -43,56 +42,9 @@ int main(int argc, char** argv) {
   CLI::App app{"tapegrad: reverse-mode autodiff on Eigen, with causal self-attention checked "
                "against finite differences"};
   app.require_subcommand(0, 1);
-  // CLI11's own range text for "positive" prints a 300-digit bound; say it plainly.
-  const CLI::Validator positive_int(
-      [](std::string& v) {
-        try {
-          std::size_t used = 0;
-          if (std::stoll(v, &used) >= 1 && used == v.size()) return std::string();
-        } catch (const std::exception&) {
-        }
-        return "must be a positive integer, got '" + v + "'";
-      },
-      "INT >= 1");
-  const CLI::Validator positive_real(
-      [](std::string& v) {
-        try {
-          std::size_t used = 0;
-          const double x = std::stod(v, &used);
-          if (x > 0 && x < std::numeric_limits<double>::infinity() && used == v.size())
-            return std::string();
-        } catch (const std::exception&) {
-        }
-        return "must be a positive number, got '" + v + "'";
-      },
-      "NUMBER > 0");
-
   app.add_subcommand("demo", "Walk through the self-attention lesson on its own example");
-
-  tg::AttentionArgs args;
-  std::string dtype = "f64";
-  auto* att = app.add_subcommand(
-      "attention", "Causal self-attention on .npy inputs: writes Y, A, loss and the gradients");
-  att->add_option("--in", args.in_dir, "Folder with X.npy, W_Q.npy, W_K.npy, W_V.npy [W_O.npy]")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  att->add_option("--out", args.out_dir, "Folder to write Y.npy, A.npy, loss.npy, dX.npy, ...")
-      ->required();
-  att->add_option("--heads", args.options.heads, "Number of heads H (divides d_k and d_v)")
-      ->check(positive_int);
-  att->add_option("--window", args.options.window, "Sliding window of w positions (w >= 1)")
-      ->check(positive_int);
-  bool no_scale = false;
-  att->add_flag("--no-scale", no_scale, "Drop the 1/sqrt(d) scale of the scores");
-  att->add_flag("--rope", args.options.rope, "Rotary position embedding on Q and K");
-  att->add_option("--rope-base", args.options.rope_base, "RoPE base (default 10000)")
-      ->check(positive_real);
-  bool no_weights = false;
-  att->add_flag("--no-weights", no_weights,
-                "Fused attention: O(T d) memory for long sequences, writes no A.npy");
-  att->add_option("--dtype", dtype, "Compute in f64 (default) or f32")
-      ->check(CLI::IsMember({"f64", "f32"}));
-
+  tg::AttentionArgs attention_args;
+  tg::add_attention_command(app, attention_args);
   app.add_subcommand("check", "gradcheck and gradgradcheck of every op and model");
 
   tg::TrainArgs train_args;
@@ -133,10 +85,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (app.got_subcommand("inspect")) return tg::run_inspect(inspect_args, std::cout);
-    args.options.scale = !no_scale;
-    args.options.need_weights = !no_weights;
-    args.dtype = dtype == "f32" ? tg::Dtype::f32 : tg::Dtype::f64;
-    tg::run_attention(args);
+    tg::run_attention(attention_args);
     return 0;
   } catch (const tg::dist::RankError& e) {  // agreed by every rank
     return comm->rank() == 0 ? report(e) : e.status();
