@@ -1,8 +1,8 @@
 # Sourced by fuzz/run.sh and fuzz/tsan.sh: sets TG_CC / TG_CXX to a clang that compiles the
 # library, with its sanitizer, libFuzzer and OpenMP (libomp) runtimes, and installs those Debian 12
 # packages when they are missing. Debian's default clang (14) cannot: std::source_location needs
-# clang >= 15, and autograd/engine.cpp captures a structured binding in a lambda, which clang
-# accepts with -fopenmp only from 17 or so (16 says "not yet supported in OpenMP"). Debian 12 has
+# clang >= 15, and a lambda that captures a structured binding (the engine had one) compiles
+# with -fopenmp only from clang 17 or so (16 says "not yet supported in OpenMP"). Debian 12 has
 # clang-19. Override with CC=... CXX=... (another clang >= 17).
 tg_packages=(clang-19 libclang-rt-19-dev libomp-19-dev)
 if [ -z "${CXX:-}" ]; then
