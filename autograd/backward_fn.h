@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "autograd/pool.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/pool.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

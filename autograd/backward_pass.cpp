@@ -6,8 +6,8 @@
 #include <optional>
 #include <utility>
 
-#include "autograd/engine.h"
-#include "autograd/grad_ready.h"
+#include <tapegrad/autograd/engine.h>
+#include <tapegrad/autograd/grad_ready.h>
 
 namespace tg {
 namespace detail {

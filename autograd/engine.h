@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
+#include <tapegrad/autograd/node.h>
 
 namespace tg::detail {
 

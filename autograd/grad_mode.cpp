@@ -1,4 +1,4 @@
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/grad_mode.h>
 
 namespace tg {
 

@@ -23,7 +23,7 @@
 
 #include <functional>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "autograd/engine.h"
+#include <tapegrad/autograd/engine.h>
 
 namespace tg::detail {
 

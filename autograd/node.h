@@ -34,9 +34,9 @@
 #include <source_location>
 #include <type_traits>
 
-#include "autograd/backward_fn.h"
-#include "autograd/grad_mode.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/backward_fn.h>
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

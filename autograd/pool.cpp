@@ -1,9 +1,9 @@
-#include "autograd/pool.h"
+#include <tapegrad/autograd/pool.h>
 
 #include <cstdlib>
 #include <new>
 
-#include "autograd/sanitizers.h"
+#include <tapegrad/autograd/sanitizers.h>
 
 namespace tg::detail {
 

@@ -1,8 +1,8 @@
-#include "autograd/shape.h"
+#include <tapegrad/autograd/shape.h>
 
 #include <string>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "autograd/storage.h"
+#include <tapegrad/autograd/storage.h>
 
 #include <bit>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "autograd/sanitizers.h"
+#include <tapegrad/autograd/sanitizers.h>
 #if defined(TG_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif

@@ -3,8 +3,8 @@
 
 #include <utility>
 
-#include "autograd/engine.h"
-#include "autograd/pool.h"
+#include <tapegrad/autograd/engine.h>
+#include <tapegrad/autograd/pool.h>
 
 namespace tg {
 

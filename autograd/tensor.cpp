@@ -1,4 +1,4 @@
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <span>
 #include <sstream>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/pool.h"
+#include <tapegrad/autograd/engine.h>
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/autograd/pool.h>
 
 namespace tg {
 

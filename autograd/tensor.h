@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/dtype.h"
-#include "autograd/error.h"
-#include "autograd/shape.h"
-#include "autograd/storage.h"
+#include <tapegrad/autograd/dtype.h>
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/shape.h>
+#include <tapegrad/autograd/storage.h>
 
 namespace tg {
 

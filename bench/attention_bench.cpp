@@ -6,10 +6,10 @@
 
 #include <memory>
 
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/grad_mode.h>
 #include "bench/baseline.h"
 #include "bench/flops.h"
-#include "nn/attention.h"
+#include <tapegrad/nn/attention.h>
 
 namespace {
 

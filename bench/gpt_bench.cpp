@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/grad_mode.h>
 #include "bench/flops.h"
-#include "nn/gpt.h"
-#include "ops/ops.h"
-#include "optim/optim.h"
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/ops/ops.h>
+#include <tapegrad/optim/optim.h>
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <cctype>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
 #include "bench/flops.h"
-#include "ops/op_list.h"
-#include "ops/ops.h"
+#include <tapegrad/ops/op_list.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

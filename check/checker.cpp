@@ -1,11 +1,11 @@
-#include "check/checker.h"
+#include <tapegrad/check/checker.h>
 
 #include <cmath>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/tensor.h"
-#include "nn/attention.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/nn/attention.h>
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "check/gradcheck.h"
+#include <tapegrad/check/gradcheck.h>
 
 #include <cmath>
 #include <cstdio>
@@ -7,8 +7,8 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
 
 namespace tg {
 

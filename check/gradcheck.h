@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

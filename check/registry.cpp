@@ -3,15 +3,15 @@
 // tolerances. A case's function must accept float32 inputs too: constants it captures (masks,
 // reduction weights) are converted to the inputs' dtype when used.
 
-#include "check/registry.h"
-#include "check/registry_table.h"
+#include <tapegrad/check/registry.h>
+#include <tapegrad/check/registry_table.h>
 
 #include <cmath>
 #include <limits>
 #include <utility>
 
-#include "nn/attention.h"
-#include "ops/ops.h"
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/tensor.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

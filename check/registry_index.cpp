@@ -2,8 +2,8 @@
 // int64 constants captured by the case; dropout cases seed their own Rng inside the function, so
 // every evaluation (each finite-difference step) draws the same mask.
 
-#include "check/registry_table.h"
-#include "ops/ops.h"
+#include <tapegrad/check/registry_table.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::detail {
 

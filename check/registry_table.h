@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "check/registry.h"
+#include <tapegrad/check/registry.h>
 
 namespace tg::detail {
 inline constexpr double kInf = std::numeric_limits<double>::infinity();

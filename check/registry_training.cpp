@@ -2,8 +2,8 @@
 // Inputs are N(0, 1); ops with a restricted domain see them through pos() (or away from the kink
 // for relu), inside the case function, so gradcheck's steps never leave the domain.
 
-#include "check/registry_table.h"
-#include "ops/ops.h"
+#include <tapegrad/check/registry_table.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::detail {
 

@@ -1,9 +1,9 @@
-#include "data/batch.h"
+#include <tapegrad/data/batch.h>
 
 #include <limits>
 #include <string>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg::data {
 

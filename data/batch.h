@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::data {
 

@@ -1,9 +1,9 @@
-#include "data/batches.h"
+#include <tapegrad/data/batches.h>
 
 #include <algorithm>
 
-#include "autograd/error.h"
-#include "io/npy.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/io/npy.h>
 
 namespace tg::data {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "autograd/tensor.h"
-#include "data/batch.h"
-#include "data/source.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/data/batch.h>
+#include <tapegrad/data/source.h>
 
 namespace tg::data {
 

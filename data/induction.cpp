@@ -1,12 +1,12 @@
-#include "data/induction.h"
+#include <tapegrad/data/induction.h>
 
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "autograd/error.h"
-#include "data/uniform.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/data/uniform.h>
 
 namespace tg::data {
 

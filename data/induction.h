@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "autograd/tensor.h"
-#include "data/source.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/data/source.h>
 
 namespace tg::data {
 

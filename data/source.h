@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "data/batch.h"
+#include <tapegrad/data/batch.h>
 
 namespace tg::data {
 

@@ -1,11 +1,11 @@
-#include "data/text.h"
+#include <tapegrad/data/text.h>
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "autograd/error.h"
-#include "data/uniform.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/data/uniform.h>
 
 namespace tg::data {
 

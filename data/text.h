@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "data/batch.h"
-#include "data/source.h"
-#include "data/tokenizer.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/data/batch.h>
+#include <tapegrad/data/source.h>
+#include <tapegrad/data/tokenizer.h>
 
 namespace tg::data {
 

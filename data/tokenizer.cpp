@@ -1,10 +1,10 @@
-#include "data/tokenizer.h"
+#include <tapegrad/data/tokenizer.h>
 
 #include <cstdio>
 #include <set>
 #include <utility>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg::data {
 

@@ -1,4 +1,4 @@
-#include "data/uniform.h"
+#include <tapegrad/data/uniform.h>
 
 #include <limits>
 #include <random>

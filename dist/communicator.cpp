@@ -1,11 +1,11 @@
-#include "dist/communicator.h"
+#include <tapegrad/dist/communicator.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <vector>
 
 #ifdef TAPEGRAD_HAVE_MPI
-#include "dist/mpi_communicator.h"
+#include <tapegrad/dist/mpi_communicator.h>
 #endif
 
 namespace tg::dist {

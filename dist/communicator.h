@@ -24,8 +24,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "autograd/error.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::dist {
 

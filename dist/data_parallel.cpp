@@ -1,4 +1,4 @@
-#include "dist/data_parallel.h"
+#include <tapegrad/dist/data_parallel.h>
 
 #include <algorithm>
 #include <string>

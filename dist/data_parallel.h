@@ -19,9 +19,9 @@
 
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "dist/communicator.h"
-#include "nn/module.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/nn/module.h>
 
 namespace tg::dist {
 

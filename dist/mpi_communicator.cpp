@@ -1,4 +1,4 @@
-#include "dist/mpi_communicator.h"
+#include <tapegrad/dist/mpi_communicator.h>
 
 #include <mpi.h>
 

@@ -4,7 +4,7 @@
 // Collectives split counts above INT_MAX into several calls (MPI counts are int). MPI's own
 // errors stay fatal (MPI_ERRORS_ARE_FATAL, the default): a failed collective ends every rank.
 
-#include "dist/communicator.h"
+#include <tapegrad/dist/communicator.h>
 
 namespace tg::dist {
 

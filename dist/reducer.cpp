@@ -1,4 +1,4 @@
-#include "dist/reducer.h"
+#include <tapegrad/dist/reducer.h>
 
 #include <algorithm>
 #include <string>

@@ -38,10 +38,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autograd/grad_ready.h"
-#include "autograd/tensor.h"
-#include "dist/communicator.h"
-#include "nn/module.h"
+#include <tapegrad/autograd/grad_ready.h>
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/nn/module.h>
 
 namespace tg::dist {
 

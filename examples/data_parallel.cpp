@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <iostream>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
-#include "dist/reducer.h"
-#include "nn/linear.h"
-#include "ops/ops.h"
-#include "optim/clip_grad.h"
-#include "optim/sgd.h"
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/dist/data_parallel.h>
+#include <tapegrad/dist/reducer.h>
+#include <tapegrad/nn/linear.h>
+#include <tapegrad/ops/ops.h>
+#include <tapegrad/optim/clip_grad.h>
+#include <tapegrad/optim/sgd.h>
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <tapegrad.h>
+#include <tapegrad/tapegrad.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -32,11 +32,11 @@
 #include <system_error>
 #include <vector>
 
-#include "autograd/storage.h"
+#include <tapegrad/autograd/storage.h>
 #include "fuzz/fuzz_util.h"
-#include "ops/threads.h"
+#include <tapegrad/ops/threads.h>
 #include "tools/commands.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 const char tg::fuzz::kTarget[] = "attention_fuzz";
 

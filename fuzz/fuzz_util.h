@@ -14,8 +14,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "autograd/error.h"
-#include "autograd/storage.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/storage.h>
 
 namespace tg::fuzz {
 

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "autograd/storage.h"
+#include <tapegrad/autograd/storage.h>
 #include "fuzz/fuzz_util.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 const char tg::fuzz::kTarget[] = "npy_fuzz";
 

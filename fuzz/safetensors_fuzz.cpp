@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "autograd/storage.h"
+#include <tapegrad/autograd/storage.h>
 #include "fuzz/fuzz_util.h"
-#include "io/safetensors.h"
+#include <tapegrad/io/safetensors.h>
 
 const char tg::fuzz::kTarget[] = "safetensors_fuzz";
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 #include "fuzz/fuzz_util.h"
 #include "tools/train_cmd.h"
 

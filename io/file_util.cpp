@@ -1,4 +1,4 @@
-#include "io/file_util.h"
+#include <tapegrad/io/file_util.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <system_error>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg::detail {
 

@@ -1,4 +1,4 @@
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 // The .npy layout (numpy/lib/format.py):
 //   "\x93NUMPY", major, minor, header length (uint16 LE for 1.0; uint32 LE for 2.0 and 3.0),
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/file_util.h"
+#include <tapegrad/io/file_util.h>
 
 namespace tg {
 

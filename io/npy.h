@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

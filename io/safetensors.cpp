@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include <tapegrad/io/safetensors.h>
 
 // The rules are the reference implementation's (huggingface/safetensors, tensor.rs): a header of
 // at most 100 MB; entries with exactly dtype, shape and data_offsets; sorted by their offsets the
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/file_util.h"
+#include <tapegrad/io/file_util.h>
 
 namespace tg {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

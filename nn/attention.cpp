@@ -1,10 +1,10 @@
-#include "nn/attention.h"
+#include <tapegrad/nn/attention.h>
 
 #include <cmath>
 #include <string>
 
-#include "autograd/error.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 

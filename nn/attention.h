@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "nn/module.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/nn/module.h>
 
 namespace tg {
 

@@ -1,8 +1,8 @@
-#include "nn/config_json.h"
+#include <tapegrad/nn/config_json.h>
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg::nn {
 

@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "autograd/dtype.h"
+#include <tapegrad/autograd/dtype.h>
 
 namespace tg::nn {
 

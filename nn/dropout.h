@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "nn/module.h"
-#include "ops/dropout.h"
+#include <tapegrad/nn/module.h>
+#include <tapegrad/ops/dropout.h>
 
 namespace tg::nn {
 

@@ -1,8 +1,8 @@
-#include "nn/embedding.h"
+#include <tapegrad/nn/embedding.h>
 
 #include <string>
 
-#include "ops/embedding.h"
+#include <tapegrad/ops/embedding.h>
 
 namespace tg::nn {
 

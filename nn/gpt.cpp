@@ -1,10 +1,10 @@
-#include "nn/gpt.h"
+#include <tapegrad/nn/gpt.h>
 
 #include <cmath>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::nn {
 

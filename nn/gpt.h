@@ -16,11 +16,11 @@
 #include <memory>
 #include <vector>
 
-#include "nn/dropout.h"
-#include "nn/embedding.h"
-#include "nn/layer_norm.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include <tapegrad/nn/dropout.h>
+#include <tapegrad/nn/embedding.h>
+#include <tapegrad/nn/layer_norm.h>
+#include <tapegrad/nn/linear.h>
+#include <tapegrad/nn/module.h>
 
 namespace tg::nn {
 

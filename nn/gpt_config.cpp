@@ -1,8 +1,8 @@
-#include "nn/gpt_config.h"
+#include <tapegrad/nn/gpt_config.h>
 
 #include <vector>
 
-#include "nn/config_json.h"
+#include <tapegrad/nn/config_json.h>
 
 namespace tg::nn {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "nn/gpt.h"
+#include <tapegrad/nn/gpt.h>
 
 namespace tg::nn {
 

@@ -1,8 +1,8 @@
-#include "nn/layer_norm.h"
+#include <tapegrad/nn/layer_norm.h>
 
 #include <string>
 
-#include "ops/layer_norm.h"
+#include <tapegrad/ops/layer_norm.h>
 
 namespace tg::nn {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "nn/module.h"
+#include <tapegrad/nn/module.h>
 
 namespace tg::nn {
 

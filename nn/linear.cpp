@@ -1,9 +1,9 @@
-#include "nn/linear.h"
+#include <tapegrad/nn/linear.h>
 
 #include <string>
 
-#include "ops/add.h"
-#include "ops/matmul.h"
+#include <tapegrad/ops/add.h>
+#include <tapegrad/ops/matmul.h>
 
 namespace tg::nn {
 

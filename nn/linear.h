@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "nn/module.h"
+#include <tapegrad/nn/module.h>
 
 namespace tg::nn {
 

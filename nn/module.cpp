@@ -1,11 +1,11 @@
-#include "nn/module.h"
+#include <tapegrad/nn/module.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 
-#include "autograd/error.h"
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/grad_mode.h>
 
 namespace tg::nn {
 

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/op_util.h"
+#include <tapegrad/ops/op_util.h>
 
 namespace tg::detail {
 

@@ -1,10 +1,10 @@
 // add: Y = A + B (broadcasting);  dA = sum_to(dY, A.shape),  dB = sum_to(dY, B.shape)
 
-#include "ops/add.h"
+#include <tapegrad/ops/add.h>
 
-#include "autograd/node.h"
-#include "ops/elementwise.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

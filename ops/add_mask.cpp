@@ -2,14 +2,14 @@
 // where M = -inf whatever X holds there (a NaN in a masked score must not leak through the mask);
 //   dX = dY * keep, keep = (M != -inf): a masked entry does not depend on X
 
-#include "ops/add_mask.h"
+#include <tapegrad/ops/add_mask.h>
 
 #include <cmath>
 #include <limits>
 
-#include "autograd/node.h"
-#include "ops/elementwise.h"
-#include "ops/mul.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/mul.h>
 
 namespace tg {
 

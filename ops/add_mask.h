@@ -2,7 +2,7 @@
 #include <source_location>
 #include <string>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// x + mask for a constant mask (0 where allowed, -inf where masked) broadcast over x's leading

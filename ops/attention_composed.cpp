@@ -1,16 +1,16 @@
 // The composed causal attention; the math is at the top of ops/attention_composed.h.
 
-#include "ops/attention_composed.h"
+#include <tapegrad/ops/attention_composed.h>
 
 #include <string>
 
-#include "ops/add_mask.h"
-#include "ops/matmul.h"
-#include "ops/op_util.h"
-#include "ops/permute.h"
-#include "ops/reshape.h"
-#include "ops/scale.h"
-#include "ops/softmax.h"
+#include <tapegrad/ops/add_mask.h>
+#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/permute.h>
+#include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/softmax.h>
 
 namespace tg {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

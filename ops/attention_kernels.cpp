@@ -1,6 +1,6 @@
 // The fused causal attention's kernels; the math is at the top of ops/attention_kernels.h.
 
-#include "ops/attention_kernels.h"
+#include <tapegrad/ops/attention_kernels.h>
 
 #include <omp.h>
 
@@ -10,9 +10,9 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/causal_attention.h"
-#include "ops/gemm.h"
-#include "ops/threads.h"
+#include <tapegrad/ops/causal_attention.h>
+#include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg::detail {
 

@@ -1,12 +1,12 @@
 // broadcast_to: Y[i] = X[i with broadcast axes set to 0];  dX = sum_to(dY, X.shape)
 
-#include "ops/broadcast_to.h"
+#include <tapegrad/ops/broadcast_to.h>
 
 #include <cstring>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

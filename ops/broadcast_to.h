@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
-#include "autograd/shape.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/shape.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Repeats x along broadcast axes to `shape` (numpy broadcasting). Throws ShapeError when x does

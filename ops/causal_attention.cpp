@@ -10,21 +10,21 @@
 // side by side in one (..., T, 3C) projection (causal_attention_qkv), whose backward writes
 // dQ, dK, dV into one gradient.
 
-#include "ops/causal_attention.h"
+#include <tapegrad/ops/causal_attention.h>
 
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "ops/add_mask.h"
-#include "ops/attention_kernels.h"
-#include "ops/matmul.h"
-#include "ops/mul.h"
-#include "ops/narrow.h"
-#include "ops/op_util.h"
-#include "ops/scale.h"
-#include "ops/sub.h"
-#include "ops/sum.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/add_mask.h>
+#include <tapegrad/ops/attention_kernels.h>
+#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/narrow.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 

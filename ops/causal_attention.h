@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "autograd/tensor.h"
-#include "ops/attention_composed.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/attention_composed.h>
 
 namespace tg {
 /// Fused causal attention: O = softmax(Q K^T * scale + M) V, with M the causal mask (or a sliding

@@ -2,17 +2,17 @@
 //   (M targets not ignored);  dX = dy (w softmax(X) - w onehot(t)),  w_n = [t_n != ignore] / M
 // M = 0 gives y = NaN (0 / 0, as PyTorch) and dX = 0 (no target picks an entry, as PyTorch).
 
-#include "ops/cross_entropy.h"
+#include <tapegrad/ops/cross_entropy.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/softmax.h"
-#include "ops/sub.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/softmax.h>
+#include <tapegrad/ops/sub.h>
 
 namespace tg {
 

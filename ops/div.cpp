@@ -1,13 +1,13 @@
 // div: Y = A / B (broadcasting);  dA = sum_to(dY / B, A.shape),
 //                                  dB = -sum_to(dY A / B^2, B.shape) = -sum_to((dY / B) Y, B.shape)
 
-#include "ops/div.h"
+#include <tapegrad/ops/div.h>
 
-#include "autograd/node.h"
-#include "ops/elementwise.h"
-#include "ops/mul.h"
-#include "ops/scale.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// a / b elementwise with numpy broadcasting: y = a / b;  da = dy / b,  db = -dy a / b^2.

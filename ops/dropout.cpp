@@ -1,13 +1,13 @@
 // dropout: Y = X * M,  M_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1) from the rng;  dX = dY * M
 // p = 1 drops everything: M = 0 (not 0 / 0). In eval or with p = 0, Y is X itself.
 
-#include "ops/dropout.h"
+#include <tapegrad/ops/dropout.h>
 
 #include <string>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Inverted dropout, as torch.nn.functional.dropout: in training each element is zeroed with

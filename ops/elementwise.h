@@ -1,7 +1,7 @@
 #pragma once
 // The broadcasting loop behind add, sub and mul (not installed).
 
-#include "ops/op_util.h"
+#include <tapegrad/ops/op_util.h>
 
 namespace tg::detail {
 

@@ -2,12 +2,12 @@
 // That index_add is its own op, "embedding_backward", whose derivative is embedding again
 // (d(dY)[k, :] = ddW[idx[k], :]), so both directions are twice differentiable.
 
-#include "ops/embedding.h"
+#include <tapegrad/ops/embedding.h>
 
 #include <string>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

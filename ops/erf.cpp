@@ -1,15 +1,15 @@
 // erf: Y = 2/sqrt(pi) int_0^X exp(-t^2) dt;  dX = dY 2/sqrt(pi) exp(-X^2)
 
-#include "ops/erf.h"
+#include <tapegrad/ops/erf.h>
 
 #include <cmath>
 #include <numbers>
 
-#include "autograd/node.h"
-#include "ops/exp.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/scale.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/exp.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/scale.h>
 
 namespace tg {
 

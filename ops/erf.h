@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// The Gauss error function elementwise: dx = dy 2/sqrt(pi) exp(-x^2).

@@ -1,12 +1,12 @@
 // exp: Y = e^X;  dX = dY * Y
 
-#include "ops/exp.h"
+#include <tapegrad/ops/exp.h>
 
 #include <cmath>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

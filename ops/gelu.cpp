@@ -3,21 +3,21 @@
 //   tanh: Phi ~ (1 + t) / 2,  t = tanh(u),  u = b (X + k X^3),  b = sqrt(2 / pi),  k = 0.044715;
 //         dX = dY ((1 + t) / 2 + X (1 - t^2) b (1 + 3 k X^2) / 2)
 
-#include "ops/gelu.h"
+#include <tapegrad/ops/gelu.h>
 
 #include <cmath>
 #include <numbers>
 #include <type_traits>
 
-#include "autograd/node.h"
-#include "ops/add.h"
-#include "ops/erf.h"
-#include "ops/exp.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/scale.h"
-#include "ops/sub.h"
-#include "ops/tanh.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/add.h>
+#include <tapegrad/ops/erf.h>
+#include <tapegrad/ops/exp.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/tanh.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// How gelu computes Phi: exactly with erf ("none" in PyTorch), or the tanh approximation.

@@ -1,5 +1,5 @@
-#include "ops/gemm.h"
-#include "ops/threads.h"
+#include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/threads.h>
 
 #include <Eigen/Core>
 #include <algorithm>

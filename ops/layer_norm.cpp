@@ -4,19 +4,19 @@
 //   sum_rows(dY)
 // The forward and the kernel run row by row in double; the formula recomputes Xhat with ops.
 
-#include "ops/layer_norm.h"
+#include <tapegrad/ops/layer_norm.h>
 
 #include <cmath>
 #include <string>
 
-#include "autograd/node.h"
-#include "ops/add.h"
-#include "ops/mean.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/sqrt.h"
-#include "ops/sub.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/add.h>
+#include <tapegrad/ops/mean.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sqrt.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

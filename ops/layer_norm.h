@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Layer normalisation over the last axis, as torch.nn.functional.layer_norm(x, (C,), weight,

@@ -1,10 +1,10 @@
 // log: Y = ln X;  dX = dY / X
 
-#include "ops/log.h"
+#include <tapegrad/ops/log.h>
 
-#include "autograd/node.h"
-#include "ops/div.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/div.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Natural log elementwise (log 0 = -inf, negative gives NaN, as in PyTorch): dx = dy / x.

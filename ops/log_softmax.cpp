@@ -2,18 +2,18 @@
 // A fully masked row (max = -inf) is defined as all -inf with zero gradient: there exp(Y) = 0
 // would pass dY straight through, so such rows are zeroed by a constant keep mask.
 
-#include "ops/log_softmax.h"
+#include <tapegrad/ops/log_softmax.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "autograd/node.h"
-#include "ops/exp.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/sub.h"
-#include "ops/sum.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/exp.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// log(softmax(x)) along the last axis, computed stably (x - max - log sum exp(x - max));

@@ -3,13 +3,13 @@
 //   dA = ta ? B' dY^T : dY B'^T          dB = tb ? dY^T A' : A'^T dY
 //   then summed over broadcast batch axes: sum_to(., A.shape), sum_to(., B.shape).
 
-#include "ops/matmul.h"
+#include <tapegrad/ops/matmul.h>
 
-#include "autograd/node.h"
-#include "ops/gemm.h"
-#include "ops/op_util.h"
-#include "ops/reshape.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

@@ -1,6 +1,6 @@
 #pragma once
 #include <source_location>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// op(a) @ op(b), where op transposes the last two axes when its flag is set (read in place, no

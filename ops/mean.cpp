@@ -2,14 +2,14 @@
 //   dX = broadcast_to(dY / n with the axis kept, X.shape)
 // float32 sums are accumulated in double, so the mean of 2e7 float ones is exactly 1.
 
-#include "ops/mean.h"
+#include <tapegrad/ops/mean.h>
 
-#include "autograd/node.h"
-#include "ops/accumulate.h"
-#include "ops/broadcast_to.h"
-#include "ops/op_util.h"
-#include "ops/reshape.h"
-#include "ops/scale.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/broadcast_to.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/scale.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// The mean of all elements, as a rank-0 tensor (NaN for an empty tensor, as PyTorch).

@@ -1,10 +1,10 @@
 // mul: Y = A * B (broadcasting);  dA = sum_to(dY * B, A.shape),  dB = sum_to(dY * A, B.shape)
 
-#include "ops/mul.h"
+#include <tapegrad/ops/mul.h>
 
-#include "autograd/node.h"
-#include "ops/elementwise.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

@@ -1,6 +1,6 @@
 #pragma once
 #include <source_location>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// a * b elementwise with numpy broadcasting. Throws ShapeError (no broadcast) or ValueError

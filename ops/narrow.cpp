@@ -4,7 +4,7 @@
 // Each derivative is written with the other op, so both are twice differentiable. A node holds
 // at most kMaxInputs inputs: cat of more tensors records a tree of cats of at most that many.
 
-#include "ops/narrow.h"
+#include <tapegrad/ops/narrow.h>
 
 #include <algorithm>
 #include <array>
@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

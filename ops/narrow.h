@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 #include <vector>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// x[..., start:start+length, ...] along one axis (a copy): dx is dy placed back, zeros

@@ -1,9 +1,9 @@
 // The rows of the op list. Sample sizes are attention-like: B H = 8 entries of T = 256 rows of
 // d = 64 (or T x T scores), as the benchmarks have always used.
 
-#include "ops/op_list.h"
+#include <tapegrad/ops/op_list.h>
 
-#include "ops/ops.h"
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 

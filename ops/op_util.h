@@ -5,8 +5,8 @@
 #include <Eigen/Core>
 #include <string>
 
-#include "autograd/error.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::detail {
 

@@ -8,19 +8,19 @@
 
 #include <source_location>
 
-#include "autograd/tensor.h"
-#include "ops/add.h"
-#include "ops/div.h"
-#include "ops/exp.h"
-#include "ops/gelu.h"
-#include "ops/log.h"
-#include "ops/mul.h"
-#include "ops/relu.h"
-#include "ops/scale.h"
-#include "ops/softmax.h"
-#include "ops/sqrt.h"
-#include "ops/sub.h"
-#include "ops/tanh.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/add.h>
+#include <tapegrad/ops/div.h>
+#include <tapegrad/ops/exp.h>
+#include <tapegrad/ops/gelu.h>
+#include <tapegrad/ops/log.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/relu.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/softmax.h>
+#include <tapegrad/ops/sqrt.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/tanh.h>
 
 namespace tg {
 

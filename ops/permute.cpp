@@ -1,9 +1,9 @@
 // permute: Y.shape[i] = X.shape[perm[i]];  dX = permute(dY, inverse(perm))
 
-#include "ops/permute.h"
+#include <tapegrad/ops/permute.h>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

@@ -2,7 +2,7 @@
 #include <source_location>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Reorders the axes: output axis i is input axis perm[i] (a copy). Throws ShapeError when perm

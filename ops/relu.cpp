@@ -1,10 +1,10 @@
 // relu: Y = max(X, 0);  dX = dY * [X > 0]  (the step is a constant: its own derivative is 0)
 
-#include "ops/relu.h"
+#include <tapegrad/ops/relu.h>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

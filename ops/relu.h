@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// max(x, 0) elementwise: dx = dy where x > 0, else 0 (0 at x = 0, as PyTorch).

@@ -1,9 +1,9 @@
 // reshape: Y = X viewed in a new shape;  dX = reshape(dY, X.shape)
 
-#include "ops/reshape.h"
+#include <tapegrad/ops/reshape.h>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

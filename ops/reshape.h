@@ -4,7 +4,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// The same elements in a new shape (shares storage; at most one -1, inferred). Throws

@@ -2,13 +2,13 @@
 //   Y0 = x0 cos a - x1 sin a,   Y1 = x0 sin a + x1 cos a        (Y = R(a) x)
 //   dX = R(a)^T dY = R(-a) dY = rope(dY, base, !inverse)
 
-#include "ops/rope.h"
+#include <tapegrad/ops/rope.h>
 
 #include <cmath>
 #include <vector>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

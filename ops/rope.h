@@ -1,6 +1,6 @@
 #pragma once
 #include <source_location>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Rotary position embedding over x of shape (..., T, d_h): position m = 0..T-1 (the index along

@@ -1,9 +1,9 @@
 // scale: Y = c X;  dX = c dY
 
-#include "ops/scale.h"
+#include <tapegrad/ops/scale.h>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

@@ -1,16 +1,16 @@
 // softmax: Y = exp(X - max) / sum(exp(X - max));  dX = Y * (dY - sum(dY * Y, -1))
 // A fully masked row (max = -inf) is defined as all zeros; then Y = 0 makes dX = 0 as well.
 
-#include "ops/softmax.h"
+#include <tapegrad/ops/softmax.h>
 
 #include <cmath>
 #include <limits>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/sub.h"
-#include "ops/sum.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 

@@ -1,6 +1,6 @@
 #pragma once
 #include <source_location>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Softmax along the last axis, stable (subtracts the row max). Entries of -inf get exactly 0;

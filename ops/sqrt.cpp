@@ -1,13 +1,13 @@
 // sqrt:  Y = X^(1/2);   dX = dY / (2 Y)
 // rsqrt: Y = X^(-1/2);  dX = -dY Y^3 / 2
 
-#include "ops/sqrt.h"
+#include <tapegrad/ops/sqrt.h>
 
-#include "autograd/node.h"
-#include "ops/div.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/scale.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/div.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/scale.h>
 
 namespace tg {
 

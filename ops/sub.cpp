@@ -1,11 +1,11 @@
 // sub: Y = A - B (broadcasting);  dA = sum_to(dY, A.shape),  dB = -sum_to(dY, B.shape)
 
-#include "ops/sub.h"
+#include <tapegrad/ops/sub.h>
 
-#include "autograd/node.h"
-#include "ops/elementwise.h"
-#include "ops/scale.h"
-#include "ops/sum_to.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 

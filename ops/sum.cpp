@@ -1,13 +1,13 @@
 // sum: Y = sum_i X_i (all, or along one axis);  dX = broadcast_to(dY with the axis kept, X.shape)
 // float32 accumulates in double (ops/accumulate.h).
 
-#include "ops/sum.h"
+#include <tapegrad/ops/sum.h>
 
-#include "autograd/node.h"
-#include "ops/accumulate.h"
-#include "ops/broadcast_to.h"
-#include "ops/op_util.h"
-#include "ops/reshape.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/broadcast_to.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/reshape.h>
 
 namespace tg {
 

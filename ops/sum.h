@@ -1,6 +1,6 @@
 #pragma once
 #include <source_location>
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// The sum of all elements, as a rank-0 tensor.

@@ -1,13 +1,13 @@
 // sum_of_squares: y = sum_i X_i^2;  dX = 2 X dy
 // float32 accumulates in double (ops/accumulate.h).
 
-#include "ops/sum_of_squares.h"
+#include <tapegrad/ops/sum_of_squares.h>
 
-#include "autograd/node.h"
-#include "ops/accumulate.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/scale.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/scale.h>
 
 namespace tg {
 

@@ -2,15 +2,15 @@
 // dX = broadcast_to(dY, X.shape)
 // float32 accumulates in double (ops/accumulate.h): every broadcasting op's backward sums here.
 
-#include "ops/sum_to.h"
+#include <tapegrad/ops/sum_to.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "autograd/node.h"
-#include "ops/accumulate.h"
-#include "ops/broadcast_to.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/broadcast_to.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <source_location>
-#include "autograd/shape.h"
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/shape.h>
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// Sums x down to `shape`, the inverse of broadcasting: every axis that `shape` broadcasts along

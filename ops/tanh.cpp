@@ -1,11 +1,11 @@
 // tanh: Y = tanh X;  dX = dY * (1 - Y^2)
 
-#include "ops/tanh.h"
+#include <tapegrad/ops/tanh.h>
 
-#include "autograd/node.h"
-#include "ops/mul.h"
-#include "ops/op_util.h"
-#include "ops/sub.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sub.h>
 
 namespace tg {
 

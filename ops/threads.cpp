@@ -1,4 +1,4 @@
-#include "ops/threads.h"
+#include <tapegrad/ops/threads.h>
 
 #include <omp.h>
 #include <sched.h>
@@ -16,7 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg {
 

@@ -1,9 +1,9 @@
 // transpose: Y[..., j, i] = X[..., i, j];  dX = transpose(dY)
 
-#include "ops/transpose.h"
+#include <tapegrad/ops/transpose.h>
 
-#include "autograd/node.h"
-#include "ops/op_util.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
 
 namespace tg {
 

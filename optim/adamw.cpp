@@ -1,4 +1,4 @@
-#include "optim/adamw.h"
+#include <tapegrad/optim/adamw.h>
 
 #include <cmath>
 #include <limits>

@@ -12,7 +12,7 @@
 
 #include <utility>
 
-#include "optim/optimizer.h"
+#include <tapegrad/optim/optimizer.h>
 
 namespace tg::optim {
 

@@ -1,9 +1,9 @@
-#include "optim/clip_grad.h"
+#include <tapegrad/optim/clip_grad.h>
 
 #include <cmath>
 #include <string>
 
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/grad_mode.h>
 
 namespace tg::optim {
 

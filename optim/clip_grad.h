@@ -6,7 +6,7 @@
 // is scaled (torch's error_if_nonfinite=False returns it too, but then multiplies every
 // gradient by a NaN or zero coefficient); the caller decides what a non-finite norm means.
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::optim {
 

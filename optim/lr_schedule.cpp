@@ -1,11 +1,11 @@
-#include "optim/lr_schedule.h"
+#include <tapegrad/optim/lr_schedule.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <sstream>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg::optim {
 

@@ -2,8 +2,8 @@
 // tg::optim: SGD, AdamW, gradient clipping and the learning-rate schedule (torch.optim's
 // semantics). This header only includes the real ones.
 
-#include "optim/adamw.h"
-#include "optim/clip_grad.h"
-#include "optim/lr_schedule.h"
-#include "optim/optimizer.h"
-#include "optim/sgd.h"
+#include <tapegrad/optim/adamw.h>
+#include <tapegrad/optim/clip_grad.h>
+#include <tapegrad/optim/lr_schedule.h>
+#include <tapegrad/optim/optimizer.h>
+#include <tapegrad/optim/sgd.h>

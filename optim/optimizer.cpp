@@ -1,4 +1,4 @@
-#include "optim/optimizer.h"
+#include <tapegrad/optim/optimizer.h>
 
 #include <cmath>
 #include <limits>
@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include <tapegrad/autograd/grad_mode.h>
 
 namespace tg::optim {
 

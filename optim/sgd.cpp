@@ -1,4 +1,4 @@
-#include "optim/sgd.h"
+#include <tapegrad/optim/sgd.h>
 
 #include <limits>
 #include <utility>

@@ -8,7 +8,7 @@
 // decays every parameter, as torch with one group. Computed in the parameter's dtype.
 // State: "optim.step" and, with momentum, "optim.momentum.NAME".
 
-#include "optim/optimizer.h"
+#include <tapegrad/optim/optimizer.h>
 
 namespace tg::optim {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "check/gradcheck.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/ops/ops.h>
 #include "attention_util.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 #include "attention_util.h"
 
 namespace {

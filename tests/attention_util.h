@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::test {
 

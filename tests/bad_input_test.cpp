@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace {

@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/node.h"
-#include "nn/attention.h"
-#include "check/checker.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/check/checker.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 #include "npy_util.h"
 #include "test_util.h"
 

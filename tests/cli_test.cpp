@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 #include "test_util.h"
 
 namespace tg {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "io/npy.h"
-#include "nn/attention.h"
-#include "ops/reshape.h"
+#include <tapegrad/io/npy.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/reshape.h>
 #include "test_util.h"
 
 namespace tg::test {

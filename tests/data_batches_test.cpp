@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "data/batches.h"
+#include <tapegrad/data/batches.h>
 #include "data_util.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 #include "npy_util.h"
 #include "test_util.h"
 

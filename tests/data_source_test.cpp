@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "data/batches.h"
-#include "data/induction.h"
-#include "data/text.h"
+#include <tapegrad/data/batches.h>
+#include <tapegrad/data/induction.h>
+#include <tapegrad/data/text.h>
 #include "data_util.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 #include "test_util.h"
 
 namespace tg::data {

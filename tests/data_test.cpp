@@ -12,10 +12,10 @@
 #include <tuple>
 #include <vector>
 
-#include "data/induction.h"
-#include "data/text.h"
-#include "data/tokenizer.h"
-#include "data/uniform.h"
+#include <tapegrad/data/induction.h>
+#include <tapegrad/data/text.h>
+#include <tapegrad/data/tokenizer.h>
+#include <tapegrad/data/uniform.h>
 #include "data_util.h"
 
 namespace tg::data {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 #include "test_util.h"
 
 namespace tg::test {

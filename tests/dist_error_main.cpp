@@ -6,7 +6,7 @@
 #include <iostream>
 #include <string>
 
-#include "dist/communicator.h"
+#include <tapegrad/dist/communicator.h>
 
 int main(int argc, char** argv) {
   auto comm = tg::dist::make_communicator(&argc, &argv);

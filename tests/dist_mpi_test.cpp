@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
-#include "dist/reducer.h"
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/dist/data_parallel.h>
+#include <tapegrad/dist/reducer.h>
 #include "dist_util.h"
 
 namespace tg::dist {

@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/dist/data_parallel.h>
 #include "dist_util.h"
 #include "thread_ranks.h"
-#include "optim/sgd.h"
+#include <tapegrad/optim/sgd.h>
 #include "test_util.h"
 
 namespace tg::dist {

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "ops/narrow.h"
-#include "ops/ops.h"
+#include <tapegrad/nn/linear.h>
+#include <tapegrad/nn/module.h>
+#include <tapegrad/ops/narrow.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::dist_test {
 

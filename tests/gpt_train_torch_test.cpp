@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "io/npy.h"
-#include "io/safetensors.h"
-#include "nn/gpt.h"
+#include <tapegrad/io/npy.h>
+#include <tapegrad/io/safetensors.h>
+#include <tapegrad/nn/gpt.h>
 #include "test_util.h"
 #include "tools/train_cmd.h"
 

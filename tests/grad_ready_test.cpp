@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/grad_ready.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_ready.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace tg {

@@ -1,7 +1,7 @@
 // The checker itself: it passes correct ops, and each negative control (an op recorded with a
 // deliberately wrong backward) proves that it can fail, and says where.
 
-#include "check/gradcheck.h"
+#include <tapegrad/check/gradcheck.h>
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

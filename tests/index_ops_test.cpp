@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "check/gradcheck.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

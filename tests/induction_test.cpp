@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "check/checker.h"
-#include "ops/reshape.h"
-#include "nn/attention.h"
-#include "nn/gpt.h"
+#include <tapegrad/check/checker.h>
+#include <tapegrad/ops/reshape.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/nn/gpt.h>
 #include "test_util.h"
 #include "tools/checkpoint.h"
 #include "tools/inspect_cmd.h"

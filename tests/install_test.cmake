@@ -16,6 +16,7 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -G Nin
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/example)
+run(${WORK_DIR}/build/collide)
 
 file(READ ${SOURCE_DIR}/tests/consumer/example.cpp example)
 file(READ ${SOURCE_DIR}/README.md readme)

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "nn/attention.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/attention.h"
-#include "ops/ops.h"
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/node.h"
-#include "nn/attention.h"
-#include "ops/ops.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

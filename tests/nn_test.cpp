@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "check/gradcheck.h"
-#include "nn/gpt.h"
-#include "nn/linear.h"
-#include "ops/narrow.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/linear.h>
+#include <tapegrad/ops/narrow.h>
 #include "nn_util.h"
 
 namespace tg::nn {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "io/npy.h"
-#include "nn/gpt.h"
+#include <tapegrad/io/npy.h>
+#include <tapegrad/nn/gpt.h>
 #include "nn_util.h"
 #include "test_util.h"
 

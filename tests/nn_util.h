@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include <tapegrad/nn/gpt.h>
 
 namespace tg::test {
 

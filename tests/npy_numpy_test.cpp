@@ -2,7 +2,7 @@
 // np.save writes the very same bytes). Without python3 and numpy the suite skips, or fails when
 // the environment variable CI is set.
 
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // .npy files that must be rejected: a table of malformed files (each one line naming the file
 // and the problem), bad integer files, and every prefix of a good file.
 
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 #include <gtest/gtest.h>
 

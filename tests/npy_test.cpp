@@ -1,7 +1,7 @@
 // .npy reading and writing: round trips, hand-built headers of every version, files that cannot
 // be read, atomic writes. Malformed files are in npy_reject_test.cpp, numpy in npy_numpy_test.cpp.
 
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 #include <gtest/gtest.h>
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
-#include "check/registry.h"
-#include "ops/op_list.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
+#include <tapegrad/check/registry.h>
+#include <tapegrad/ops/op_list.h>
 
 namespace tg {
 // gtest prints the parameter of a failing test with this.

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
-#include "ops/matmul.h"
-#include "ops/mul.h"
-#include "ops/sum_of_squares.h"
-#include "optim/optim.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/sum_of_squares.h>
+#include <tapegrad/optim/optim.h>
 #include "optim_util.h"
 #include "test_util.h"
 

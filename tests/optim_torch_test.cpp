@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "io/npy.h"
-#include "optim/optim.h"
+#include <tapegrad/io/npy.h>
+#include <tapegrad/optim/optim.h>
 #include "optim_util.h"
 #include "test_util.h"
 

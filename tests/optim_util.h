@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::optim::test_util {
 

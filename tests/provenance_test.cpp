@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace {

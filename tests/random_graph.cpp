@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "ops/op_list.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/ops.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/ops/op_list.h>
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::random_graph {
 

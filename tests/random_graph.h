@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "ops/op_list.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/op_list.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::random_graph {
 

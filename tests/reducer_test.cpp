@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/data_parallel.h"
-#include "dist/reducer.h"
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/dist/data_parallel.h>
+#include <tapegrad/dist/reducer.h>
 #include "dist_util.h"
-#include "autograd/node.h"
-#include "nn/gpt.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/nn/gpt.h>
 #include "nn_util.h"
 #include "test_util.h"
 #include "thread_ranks.h"

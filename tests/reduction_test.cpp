@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/ops.h"
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 namespace {

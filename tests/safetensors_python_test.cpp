@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include <tapegrad/io/safetensors.h>
 #include "safetensors_util.h"
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 // .safetensors files that must be rejected: a table of malformed files, each one line naming the
 // file and the problem, and a header over the size limit.
 
-#include "io/safetensors.h"
+#include <tapegrad/io/safetensors.h>
 
 #include <gtest/gtest.h>
 

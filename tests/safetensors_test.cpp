@@ -2,7 +2,7 @@
 // names that cannot be written, atomic writes. Malformed files are in
 // safetensors_reject_test.cpp, interchange with Python in safetensors_python_test.cpp.
 
-#include "io/safetensors.h"
+#include <tapegrad/io/safetensors.h>
 
 #include <gtest/gtest.h>
 

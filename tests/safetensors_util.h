@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 #include "test_util.h"
 
 namespace tg::test {

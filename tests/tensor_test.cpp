@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/storage.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/autograd/storage.h>
+#include <tapegrad/ops/ops.h>
 
 namespace {
 

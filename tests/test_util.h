@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/sanitizers.h"  // TG_ASAN
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/sanitizers.h>  // TG_ASAN
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::test {
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include <tapegrad/dist/communicator.h>
 
 namespace tg::dist_test {
 

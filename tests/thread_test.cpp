@@ -21,11 +21,11 @@
 #include <utility>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "autograd/storage.h"
-#include "nn/attention.h"
-#include "ops/ops.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/storage.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg {
 namespace {

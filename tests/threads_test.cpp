@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/threads.h"
+#include <tapegrad/ops/threads.h>
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/config_json.h"
-#include "nn/gpt.h"
-#include "nn/gpt_config.h"
+#include <tapegrad/nn/config_json.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/gpt_config.h>
 #include "data_util.h"
 #include "tools/arch.h"
 

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "io/npy.h"
-#include "io/safetensors.h"
-#include "nn/gpt.h"
-#include "nn/gpt_config.h"
+#include <tapegrad/io/npy.h>
+#include <tapegrad/io/safetensors.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/gpt_config.h>
 #include "tools/arch.h"
 #include "tools/train_dist.h"
 

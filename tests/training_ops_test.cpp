@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/node.h"
-#include "check/registry.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/check/registry.h>
+#include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
 namespace {

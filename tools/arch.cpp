@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "nn/config_json.h"
+#include <tapegrad/nn/config_json.h>
 #include "tools/json_holds.h"
 
 namespace tg {

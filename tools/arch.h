@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "data/batch.h"
-#include "nn/module.h"
+#include <tapegrad/data/batch.h>
+#include <tapegrad/nn/module.h>
 #include "tools/train_cmd.h"
 
 namespace tg {

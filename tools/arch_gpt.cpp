@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
-#include "nn/gpt_config.h"
-#include "ops/cross_entropy.h"
-#include "ops/reshape.h"
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/gpt_config.h>
+#include <tapegrad/ops/cross_entropy.h>
+#include <tapegrad/ops/reshape.h>
 #include "tools/arch.h"
 
 namespace tg {

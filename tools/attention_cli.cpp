@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "nn/config_json.h"
+#include <tapegrad/nn/config_json.h>
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
 

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "ops/reshape.h"
+#include <tapegrad/ops/reshape.h>
 #include "tools/commands.h"
-#include "io/npy.h"
+#include <tapegrad/io/npy.h>
 
 namespace tg {
 

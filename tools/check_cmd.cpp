@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "check/gradcheck.h"
-#include "check/registry.h"
-#include "nn/gpt.h"
-#include "ops/op_list.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/check/registry.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/ops/op_list.h>
 #include "tools/commands.h"
 #include "tools/demo_util.h"
 

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "data/tokenizer.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/data/tokenizer.h>
+#include <tapegrad/io/file_util.h>
+#include <tapegrad/io/safetensors.h>
 
 namespace tg::ckpt {
 

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "nn/config_json.h"
+#include <tapegrad/nn/config_json.h>
 
 namespace tg {
 

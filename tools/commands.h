@@ -4,7 +4,7 @@
 #include <ostream>
 #include <string>
 
-#include "nn/attention.h"
+#include <tapegrad/nn/attention.h>
 
 namespace CLI {
 class App;

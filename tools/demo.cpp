@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "check/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "nn/attention.h"
-#include "check/checker.h"
-#include "ops/ops.h"
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/check/checker.h>
+#include <tapegrad/ops/ops.h>
 #include "tools/demo_util.h"
 #include "tools/heatmap.h"
 

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "nn/attention.h"
-#include "check/checker.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/check/checker.h>
+#include <tapegrad/ops/ops.h>
 #include "tools/demo.h"
 #include "tools/demo_util.h"
 #include "tools/heatmap.h"

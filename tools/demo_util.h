@@ -4,7 +4,7 @@
 #include <ostream>
 #include <string>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg::demo {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <string>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 /// A (T, T) weight matrix as text: one shade per entry from ' ' (0) to '@' (1), '.' for a tiny

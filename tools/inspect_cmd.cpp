@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "check/checker.h"
-#include "nn/attention.h"
-#include "nn/gpt.h"
-#include "ops/ops.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/check/checker.h>
+#include <tapegrad/nn/attention.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/ops/ops.h>
 #include "tools/checkpoint.h"
 #include "tools/heatmap.h"
 

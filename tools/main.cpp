@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "autograd/error.h"
-#include "dist/communicator.h"
+#include <tapegrad/autograd/error.h>
+#include <tapegrad/dist/communicator.h>
 #include "tools/commands.h"
 #include "tools/demo.h"
 #include "tools/train_cli.h"

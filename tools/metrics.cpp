@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg {
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include <tapegrad/data/tokenizer.h>
 #include "tools/checkpoint.h"
 #include "tools/sample_cmd.h"
 

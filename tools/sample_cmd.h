@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include <tapegrad/autograd/tensor.h>
 #include "tools/arch.h"
 
 namespace tg {

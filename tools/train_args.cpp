@@ -7,8 +7,8 @@
 #include <variant>
 #include <vector>
 
-#include "nn/config_json.h"
-#include "nn/gpt_config.h"
+#include <tapegrad/nn/config_json.h>
+#include <tapegrad/nn/gpt_config.h>
 #include "tools/json_holds.h"
 
 namespace tg {

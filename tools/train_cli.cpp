@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/config_json.h"
-#include "nn/gpt_config.h"
+#include <tapegrad/nn/config_json.h>
+#include <tapegrad/nn/gpt_config.h>
 #include "tools/arch.h"
 #include "tools/cli_checks.h"
 

@@ -29,9 +29,9 @@
 #include <limits>
 #include <memory>
 
-#include "dist/data_parallel.h"
-#include "dist/reducer.h"
-#include "optim/optim.h"
+#include <tapegrad/dist/data_parallel.h>
+#include <tapegrad/dist/reducer.h>
+#include <tapegrad/optim/optim.h>
 #include "tools/train_cmd.h"
 #include "tools/train_dist.h"
 #include "tools/train_run.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "autograd/error.h"
+#include <tapegrad/autograd/error.h>
 
 namespace tg {
 

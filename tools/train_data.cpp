@@ -4,11 +4,11 @@
 #include <string>
 #include <utility>
 
-#include "autograd/grad_mode.h"
-#include "data/batches.h"
-#include "data/induction.h"
-#include "data/text.h"
-#include "io/file_util.h"
+#include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/data/batches.h>
+#include <tapegrad/data/induction.h>
+#include <tapegrad/data/text.h>
+#include <tapegrad/io/file_util.h>
 
 namespace tg {
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "data/source.h"
+#include <tapegrad/data/source.h>
 #include "tools/arch.h"
 
 namespace tg {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/operators.h"
+#include <tapegrad/ops/operators.h>
 
 namespace tg {
 

@@ -8,8 +8,8 @@
 #include <exception>
 #include <string>
 
-#include "data/batch.h"
-#include "dist/communicator.h"
+#include <tapegrad/data/batch.h>
+#include <tapegrad/dist/communicator.h>
 #include "tools/arch.h"
 #include "tools/train_cmd.h"
 

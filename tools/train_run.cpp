@@ -6,10 +6,10 @@
 #include <optional>
 #include <utility>
 
-#include "data/tokenizer.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
-#include "ops/threads.h"
+#include <tapegrad/data/tokenizer.h>
+#include <tapegrad/io/file_util.h>
+#include <tapegrad/io/safetensors.h>
+#include <tapegrad/ops/threads.h>
 #include "tools/checkpoint.h"
 #include "tools/train_args.h"
 #include "tools/train_dist.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/reducer.h"
-#include "optim/optim.h"
+#include <tapegrad/dist/communicator.h>
+#include <tapegrad/dist/reducer.h>
+#include <tapegrad/optim/optim.h>
 #include "tools/arch.h"
 #include "tools/metrics.h"
 #include "tools/train_cmd.h"

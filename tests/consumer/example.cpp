@@ -1,5 +1,5 @@
 #include <iostream>
-#include <tapegrad.h>
+#include <tapegrad/tapegrad.h>
 
 int main() {
   tg::Rng rng(0);
