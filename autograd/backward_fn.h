@@ -17,7 +17,9 @@
 
 namespace tg {
 
-inline constexpr int kMaxInputs = 4;
+/// Inputs a node takes: enough for an LSTM or GRU cell (x, h, two weights, two biases) and a
+/// fused op with a few saved options.
+inline constexpr int kMaxInputs = 8;
 /// Gradients for an op's inputs, in order; undefined for an input that needs none.
 using Grads = std::array<Tensor, kMaxInputs>;
 

@@ -208,7 +208,10 @@ class Pass {
   }
 
   // Commits the staged leaf gradients only now: an error above leaves every .grad() untouched.
-  void commit() { commit_leaf_grads(w_->leaves, call_.create_graph); }
+  void commit() {
+    const RecordingWithin within(call_.who(), call_.where);
+    commit_leaf_grads(w_->leaves, call_.create_graph);
+  }
 
  private:
   NodeState& state(const Node* n) { return w_->nodes[n->slot]; }
@@ -263,6 +266,7 @@ class Pass {
   // Adds each input's gradient into its state; an input node that has now heard from all its
   // consumers is ready.
   void send(const Node& n, const Grads& grads) {
+    const RecordingWithin within(n);  // the sums create_graph records
     for (int i = 0; i < n.num_inputs; ++i) {
       const Edge& e = n.next[i];
       if (!e.active()) continue;
@@ -306,28 +310,36 @@ std::vector<Tensor> run_backward(const BackwardCall& call) {
   if (!call.grad_outputs.empty() && call.grad_outputs.size() != call.outputs.size())
     throw ValueError(std::string(call.who()) + ": " + std::to_string(call.outputs.size()) +
                      " outputs but " + std::to_string(call.grad_outputs.size()) + " grad_outputs");
-  Pass pass(call);
-  pass.make_seeds();
-  pass.discover();
-  pass.plant_seeds();
-  if (call.inputs) pass.mark_needed();
-  pass.execute();
-  if (call.inputs) return pass.input_grads();
-  pass.commit();
-  return {};
+  try {
+    Pass pass(call);
+    pass.make_seeds();
+    pass.discover();
+    pass.plant_seeds();
+    if (call.inputs) pass.mark_needed();
+    pass.execute();
+    if (call.inputs) return pass.input_grads();
+    pass.commit();
+    return {};
+  } catch (const MemoryError&) {
+    throw;
+  } catch (const std::bad_alloc&) {  // the pass's own lists, a derivative's temporaries
+    throw MemoryError("%s: out of memory (the graph's gradients, or the pass's lists of its "
+                      "nodes); every .grad() is as it was", call.who());
+  }
 }
 
 }  // namespace detail
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph,
-                         std::optional<bool> retain_graph) {
+                         std::optional<bool> retain_graph, const std::source_location& where) {
   for (const Tensor& x : inputs)
     if (!x.requires_grad())
       throw GraphError("grad: an input of shape " + x.shape().str() + " does not require grad");
   return detail::run_backward({.outputs = outputs, .grad_outputs = grad_outputs, .inputs = &inputs,
                                .retain_graph = retain_graph.value_or(create_graph),
-                               .create_graph = create_graph});
+                               .create_graph = create_graph,
+                               .where = where});
 }
 
 GradReadyScope::GradReadyScope(GradReadyFn on_ready)

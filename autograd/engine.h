@@ -4,6 +4,7 @@
 // leaf_grads.cpp: summing gradients and committing .grad().
 
 #include <memory>
+#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,11 +21,42 @@ void clear_keeping_small(V& v) {
   if (v.capacity() > 4096) V().swap(v);
 }
 
-/// Names n for messages: "'softmax' (recorded at model.cpp:12)".
+/// Names n for messages: "'softmax' (recorded at model.cpp:12)", or for a node a backward
+/// recorded, "'mul' (recorded within the backward of 'softmax' at model.cpp:12)".
 std::string op_at(const Node& n);
+
+/// While alive, the nodes this thread records (a formula's ops under create_graph, the sums of
+/// gradients) are named as recorded within `op`'s backward at the user's line `where`, not at
+/// the library's line that made them: an error in a later backward points at the user's code.
+class RecordingWithin {
+ public:
+  RecordingWithin(const char* op, const std::source_location& where);
+  explicit RecordingWithin(const Node& n) : RecordingWithin(n.within ? n.within : n.op, n.where) {}
+  ~RecordingWithin();
+  RecordingWithin(const RecordingWithin&) = delete;
+  RecordingWithin& operator=(const RecordingWithin&) = delete;
+  const char* op;
+  std::source_location where;
+
+ private:
+  const RecordingWithin* outer_;
+};
 /// Runs n's derivative on dY. Throws GraphError (a tensor it saved was changed in place since,
 /// or create_graph through a kernel alone) or what the derivative threw, naming the op.
 Grads call_backward(Node& n, const Tensor& dY, bool create_graph);
+
+/// While alive, this thread's backward passes run each node's formula even where it has a kernel,
+/// so that gradcheck can check both derivative forms.
+class FormulasOnly {
+ public:
+  FormulasOnly();
+  ~FormulasOnly();
+  FormulasOnly(const FormulasOnly&) = delete;
+  FormulasOnly& operator=(const FormulasOnly&) = delete;
+
+ private:
+  bool outer_;
+};
 
 /// What a pass is asked: without inputs, gradients into every leaf's .grad() (Tensor::backward);
 /// with inputs, their gradients returned and no .grad() touched (tg::grad).
@@ -34,6 +66,7 @@ struct BackwardCall {
   const std::vector<Tensor>* inputs = nullptr;
   bool retain_graph = false;
   bool create_graph = false;
+  std::source_location where;  // the user's backward() or grad() call
   const char* who() const { return inputs ? "grad" : "backward"; }  // for messages
 };
 /// Runs one pass. Throws GraphError, ShapeError or ValueError (see Tensor::backward), or what a

@@ -3,6 +3,7 @@
 // bad arguments derive from std::invalid_argument, bad state from std::runtime_error, so
 // `catch (const std::exception&)` and `catch (const tg::Error&)` both work.
 
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -44,11 +45,17 @@ class IoError : public std::runtime_error, public Error {
   const char* what() const noexcept override { return std::runtime_error::what(); }
 };
 
-/// Memory the OS refused: names the shape, dtype and bytes asked for.
-class MemoryError : public std::runtime_error, public Error {
+/// Memory the OS refused: names what asked (a tensor's shape and bytes, the tape, a backward).
+/// It is a std::bad_alloc too, and it allocates nothing: the message is formatted into a buffer
+/// of its own, so it can be made and thrown when memory is gone.
+class MemoryError : public std::bad_alloc, public Error {
  public:
-  explicit MemoryError(const std::string& m) : std::runtime_error(m) {}
-  const char* what() const noexcept override { return std::runtime_error::what(); }
+  /// printf-style.
+  [[gnu::format(printf, 2, 3)]] explicit MemoryError(const char* format, ...) noexcept;
+  const char* what() const noexcept override { return message_; }
+
+ private:
+  char message_[256];
 };
 
 }  // namespace tg

@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <source_location>
+#include <span>
 #include <type_traits>
 
 #include <tapegrad/autograd/backward_fn.h>
@@ -73,6 +74,7 @@ class Node : public std::enable_shared_from_this<Node> {
   Dtype output_dtype = Dtype::f64;
   bool released = false;  // backward ran without retain_graph: the closures are gone
   std::source_location where;  // the user's call that recorded this node
+  const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
   // Engine-private: this node's state in the backward pass now running, and which pass owns it
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;
@@ -92,10 +94,13 @@ class Node : public std::enable_shared_from_this<Node> {
 std::shared_ptr<Node> make_node();
 
 namespace detail {
-bool any_requires_grad(std::initializer_list<Tensor> inputs);
+bool any_requires_grad(std::span<const Tensor> inputs);
+inline bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad(std::span(inputs.begin(), inputs.size()));
+}
 /// Makes the node of `out`, with edges to `inputs`, and returns `out` attached to it; `node` is
 /// set to the node. Throws GraphError for more than kMaxInputs inputs.
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
+Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
               const std::source_location& where, Node*& node);
 /// Notes that the node's derivative reads its output (kept, and its version checked).
 void save_output(Node& node, const Tensor& out);
@@ -159,12 +164,16 @@ class Recording {
 
 /// Starts recording `out` as made by `op` from `inputs` (see Recording). Throws GraphError for
 /// more than kMaxInputs inputs.
-inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor> inputs,
+inline Recording record(const char* op, Tensor out, std::span<const Tensor> inputs,
                         const std::source_location& where = std::source_location::current()) {
   if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return Recording(std::move(out), nullptr);
   Node* node;
   Tensor y = detail::attach(std::move(out), op, inputs, where, node);
   return Recording(std::move(y), node);
+}
+inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor> inputs,
+                        const std::source_location& where = std::source_location::current()) {
+  return record(op, std::move(out), std::span(inputs.begin(), inputs.size()), where);
 }
 
 /// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather
@@ -173,6 +182,7 @@ inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor
 /// GraphError (an input that requires no grad, a freed graph) as backward() does.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool create_graph = false,
-                         std::optional<bool> retain_graph = std::nullopt);
+                         std::optional<bool> retain_graph = std::nullopt,
+                         const std::source_location& where = std::source_location::current());
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <new>
 
+#include <tapegrad/autograd/error.h>
 #include <tapegrad/autograd/sanitizers.h>
 
 namespace tg::detail {
@@ -51,7 +52,9 @@ void* pool_allocate_slow(std::size_t bytes) {
     bytes = (c + 1) * kPoolGranule;
   }
   void* p = std::malloc(bytes);
-  if (!p) throw std::bad_alloc();
+  if (!p)
+    throw MemoryError("the tape: out of memory for a block of %zu bytes (a tensor handle, a "
+                      "storage or a node); free graphs you no longer need", bytes);
   return p;
 }
 

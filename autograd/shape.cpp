@@ -36,6 +36,15 @@ Shape::Shape(std::initializer_list<int64_t> dims)
 Shape::Shape(const std::vector<int64_t>& dims)
     : Shape(dims.data(), static_cast<int>(dims.size())) {}
 
+std::string Shape::index_str(int64_t flat) const {
+  Shape index = *this;
+  for (int d = rank_ - 1; d >= 0; --d) {
+    index.dims_[d] = dims_[d] ? flat % dims_[d] : 0;
+    flat = dims_[d] ? flat / dims_[d] : 0;
+  }
+  return index.str();
+}
+
 std::string Shape::str() const {
   std::string s = "(";
   for (int i = 0; i < rank_; ++i) {

@@ -39,6 +39,9 @@ class Shape {
   std::vector<int64_t> vec() const { return {dims_.begin(), dims_.begin() + rank_}; }
   /// "(3, 2)"; a scalar is "()".
   std::string str() const;
+  /// The multi-index of a flat (row-major) element index, written as str() writes shapes:
+  /// element 5 of (3, 2) is "(2, 1)". For messages that point at one element.
+  std::string index_str(int64_t flat) const;
 
   friend bool operator==(const Shape& a, const Shape& b) {
     if (a.rank_ != b.rank_) return false;

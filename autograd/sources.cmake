@@ -1,6 +1,7 @@
 # autograd/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
   autograd/backward_pass.cpp
+  autograd/error.cpp
   autograd/grad_mode.cpp
   autograd/leaf_grads.cpp
   autograd/pool.cpp

@@ -107,8 +107,13 @@ Storage::~Storage() {
   }
   Cache& c = cache();
   if (c.stats.cached_bytes + capacity_ > kMaxCachedBytes) c.release_all();
+  try {
+    c.free.push_back({capacity_, data_});  // may need memory: refused, the buffer goes back
+  } catch (const std::bad_alloc&) {       // to the OS (a destructor may run while a
+    release(data_, capacity_);              // MemoryError unwinds)
+    return;
+  }
   poison(data_, capacity_);
-  c.free.push_back({capacity_, data_});
   c.stats.cached_bytes += capacity_;
 }
 

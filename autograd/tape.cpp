@@ -1,6 +1,7 @@
 // A node's life: an op records it (attach, save, save_output), the backward pass runs its
 // derivative (call_backward, which holds it to the derivative contract), and it is freed.
 
+#include <new>
 #include <utility>
 
 #include <tapegrad/autograd/engine.h>
@@ -19,6 +20,18 @@ struct ReleaseQueue {
   bool draining = false;
 };
 thread_local ReleaseQueue release_queue;
+
+// Queues an edge or a closure. The queue keeps its capacity, so this seldom needs memory; when it
+// does and none is left (a destructor run by a MemoryError unwinding), the item is freed in
+// place instead: a recursion, but never std::terminate.
+template <class T>
+void enqueue(std::vector<T>& list, T& item) noexcept {
+  try {
+    list.push_back(std::move(item));
+  } catch (const std::bad_alloc&) {
+    item.reset();
+  }
+}
 
 void drain(ReleaseQueue& q) {
   if (q.draining) return;
@@ -44,7 +57,7 @@ void drain(ReleaseQueue& q) {
 void drop_closure(BackwardFn& f, ReleaseQueue& q) {
   if (!f) return;
   if (q.draining) {
-    q.closures.push_back(std::move(f));
+    enqueue(q.closures, f);
     return;
   }
   q.draining = true;
@@ -63,8 +76,13 @@ Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage)
   return Tensor(std::move(impl));
 }
 
-std::string where_str(const Node& n) {
-  return std::string(n.where.file_name()) + ":" + std::to_string(n.where.line());
+thread_local const detail::RecordingWithin* innermost_within = nullptr;
+thread_local bool formula_only = false;
+
+// "recorded at model.cpp:12", or "recorded within the backward of 'softmax' at model.cpp:12".
+std::string recorded_str(const Node& n) {
+  const std::string in = n.within ? std::string("within the backward of '") + n.within + "' " : "";
+  return "recorded " + in + "at " + n.where.file_name() + ":" + std::to_string(n.where.line());
 }
 
 // Refuses to run a derivative on tensors written in place since the op saved them.
@@ -89,7 +107,7 @@ void check_versions(const Node& n) {
 Node::~Node() {
   ReleaseQueue& q = release_queue;
   for (Edge& e : next)
-    if (e.node) q.nodes.push_back(std::move(e.node));
+    if (e.node) enqueue(q.nodes, e.node);
   drop_closure(formula, q);
   drop_closure(kernel, q);
   drain(q);
@@ -108,7 +126,7 @@ std::shared_ptr<Node> make_node() { return detail::make_pooled<Node>(); }
 
 namespace detail {
 
-bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+bool any_requires_grad(std::span<const Tensor> inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
@@ -129,15 +147,20 @@ void save_output(Node& node, const Tensor& out) {
   node.output_version = out.version();
 }
 
-Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
+Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
               const std::source_location& where, Node*& raw) {
   if (inputs.size() > static_cast<std::size_t>(kMaxInputs))
     throw GraphError(std::string("record: '") + op + "' has " + std::to_string(inputs.size()) +
-                     " inputs; a node holds at most " + std::to_string(kMaxInputs));
+                     " inputs; a node holds at most " + std::to_string(kMaxInputs) +
+                     ": record it as two ops, or stack inputs of one shape into one tensor");
   auto node = make_node();
   raw = node.get();
   node->op = op;
   node->where = where;
+  if (const RecordingWithin* w = innermost_within) {
+    node->where = w->where;
+    node->within = w->op;
+  }
   int i = 0;
   for (const Tensor& t : inputs) {
     Edge& e = node->next[i++];
@@ -162,9 +185,16 @@ Tensor attach(Tensor out, const char* op, std::initializer_list<Tensor> inputs,
   return node_output(std::move(node), out.impl().storage);
 }
 
-std::string op_at(const Node& n) {
-  return std::string("'") + n.op + "' (recorded at " + where_str(n) + ")";
+std::string op_at(const Node& n) { return std::string("'") + n.op + "' (" + recorded_str(n) + ")"; }
+
+RecordingWithin::RecordingWithin(const char* op, const std::source_location& where)
+    : op(op), where(where), outer_(innermost_within) {
+  innermost_within = this;
 }
+RecordingWithin::~RecordingWithin() { innermost_within = outer_; }
+
+FormulasOnly::FormulasOnly() : outer_(std::exchange(formula_only, true)) {}
+FormulasOnly::~FormulasOnly() { formula_only = outer_; }
 
 // A node's kernel runs when no graph is being built and it has one, else its formula (recorded
 // under create_graph). An error from either is rethrown, same type, naming the forward op and the
@@ -173,13 +203,17 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   auto where = [&](const char* what) {
     const std::string m = what;
     if (m.find(" (in the backward of '") != std::string::npos) return m;
-    return m + " (in the backward of '" + n.op + "', recorded at " + where_str(n) + ")";
+    return m + " (in the backward of '" + n.op + "', " + recorded_str(n) + ")";
   };
+  if (!n.formula && !n.kernel)
+    throw GraphError("backward: " + op_at(n) + " has no derivative: record(...) was given "
+                     "neither .formula(...) nor .kernel(...); give it a formula in tg ops");
   check_versions(n);
-  const bool use_kernel = n.kernel && (!create_graph || !n.formula);
+  const bool use_kernel = n.kernel && !(n.formula && (create_graph || formula_only));
   if (create_graph && !n.formula)
     throw GraphError("backward: " + op_at(n) + " is not twice differentiable: it has a kernel "
                      "but no formula in ops, so create_graph cannot record its backward");
+  const RecordingWithin within(n);
   // The output, attached to n again, so that a formula in Y stays differentiable.
   const Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
   try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -23,8 +24,14 @@ Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(detail::make_pooled<Tens
   try {
     impl_->storage = detail::make_pooled<Storage>(static_cast<std::size_t>(bytes));
   } catch (const std::bad_alloc&) {
-    throw MemoryError("Tensor: out of memory for shape " + shape.str() + " " + dtype_name(dtype) +
-                      " (" + std::to_string(bytes) + " bytes)");
+    // The message is formatted in place: making strings may fail too when memory is gone.
+    char dims[160] = "(";
+    for (int d = 0, at = 1; d < shape.rank() && at < 150; ++d)
+      at += std::snprintf(dims + at, sizeof dims - at, d ? ", %lld" : "%lld",
+                          static_cast<long long>(shape[d]));
+    throw MemoryError("Tensor: out of memory for shape %s%s) %s (%lld bytes)", dims,
+                      shape.rank() == 1 ? "," : "",
+                      dtype_name(dtype), static_cast<long long>(bytes));
   }
 }
 
@@ -91,6 +98,10 @@ Tensor& Tensor::set_requires_grad(bool on) {
   if (!is_leaf())
     throw GraphError("set_requires_grad: only a leaf can be marked; this tensor was made by '" +
                      op_name() + "' (use detach() for a new leaf)");
+  if (on && !is_floating(dtype()))
+    throw ValueError(std::string("set_requires_grad: only float32 and float64 tensors can require "
+                                 "grad; this one is ") + dtype_name(dtype()) + " " +
+                     shape().str() + " (indices and masks are not differentiable)");
   impl().requires_grad = on;
   return *this;
 }
@@ -118,12 +129,14 @@ void Tensor::set_grad(const Tensor& g) const {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
+void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph,
+                      const std::source_location& where) const {
   // A recorded backward refers back to the forward nodes, so create_graph keeps the graph.
   detail::run_backward({.outputs = std::span(this, 1),
                         .grad_outputs = std::span(&grad_output, 1),
                         .retain_graph = retain_graph || create_graph,
-                        .create_graph = create_graph});
+                        .create_graph = create_graph,
+                        .where = where});
 }
 
 Tensor Tensor::detach() const {
@@ -134,10 +147,13 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(p));
 }
 
-Tensor Tensor::clone() const {
+// clone: Y = X;  dX = dY
+Tensor Tensor::clone(const std::source_location& where) const {
   Tensor out(shape(), dtype());
   std::memcpy(out.impl().storage->data(), impl().storage->data(), numel() * dtype_size(dtype()));
-  return out;
+  return record("clone", out, {*this}, where).formula([](const Tensor& dY) -> Grads {
+    return {dY};
+  });
 }
 
 namespace {
@@ -149,8 +165,9 @@ void dispatch_any(Dtype d, F&& f) {
 }
 }  // namespace
 
-Tensor Tensor::to(Dtype d) const {
-  if (d == dtype()) return clone();
+// to: Y = X converted;  dX = dY converted back (an int64 result is not differentiable)
+Tensor Tensor::to(Dtype d, const std::source_location& where) const {
+  if (d == dtype()) return clone(where);
   Tensor out(shape(), d);
   dispatch_any(dtype(), [&]<class S>() {
     dispatch_any(d, [&]<class D>() {
@@ -159,7 +176,11 @@ Tensor Tensor::to(Dtype d) const {
       for (int64_t i = 0; i < numel(); ++i) dst[i] = static_cast<D>(src[i]);
     });
   });
-  return out;
+  if (!is_floating(d)) return out;
+  const Dtype from = dtype();
+  return record("to", out, {*this}, where).formula([from](const Tensor& dY) -> Grads {
+    return {dY.to(from)};
+  });
 }
 
 std::string Tensor::str(int precision) const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,7 +76,8 @@ class Tensor {
   std::vector<double> to_vector() const;
 
   bool requires_grad() const { return impl().requires_grad; }
-  /// Marks a leaf as collecting gradients; throws GraphError on a non-leaf.
+  /// Marks a leaf as collecting gradients; throws GraphError on a non-leaf, ValueError on an
+  /// int64 or bool tensor.
   Tensor& set_requires_grad(bool on = true);
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   /// Name of the op that made this tensor ("" for a leaf).
@@ -93,14 +95,17 @@ class Tensor {
   /// backward; create_graph records the backward pass itself (grad-of-grad). Throws GraphError
   /// (freed graph, no grad required, non-scalar without grad_output) or ShapeError.
   void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false,
-                bool create_graph = false) const;
+                bool create_graph = false,
+                const std::source_location& where = std::source_location::current()) const;
 
   /// The same data, cut off from the tape (shares storage).
   Tensor detach() const;
-  /// A deep copy of the data, cut off from the tape.
-  Tensor clone() const;
-  /// A copy converted to `dtype`, cut off from the tape.
-  Tensor to(Dtype dtype) const;
+  /// A deep copy of the data, on the tape as PyTorch's: its gradient flows back to this tensor
+  /// (detach().clone() for a copy off the tape).
+  Tensor clone(const std::source_location& where = std::source_location::current()) const;
+  /// A copy converted to `dtype`, on the tape: the gradient comes back converted to this dtype.
+  /// An int64 result is off the tape (not differentiable).
+  Tensor to(Dtype dtype, const std::source_location& where = std::source_location::current()) const;
 
   /// Prints the values row by row (for demos and failure messages).
   std::string str(int precision = 4) const;

@@ -5,30 +5,26 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/engine.h>
 #include <tapegrad/autograd/node.h>
 
 namespace tg {
 
 namespace {
 
-std::string index_str(int64_t flat, const Shape& s) {
-  std::vector<int64_t> idx(s.rank());
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[d] = s[d] ? flat % s[d] : 0;
-    flat = s[d] ? flat / s[d] : 0;
-  }
-  std::string r = "(";
-  for (int d = 0; d < s.rank(); ++d) r += (d ? ", " : "") + std::to_string(idx[d]);
-  return r + (s.rank() == 1 ? ",)" : ")");
-}
-
-// Fresh leaves holding `values`, so each evaluation builds its own graph.
+// Fresh leaves holding `values`, so each evaluation builds its own graph. Int64 and bool inputs
+// (indices, masks) are passed as they are: they have no gradient.
 std::vector<Tensor> leaves(const std::vector<Tensor>& values) {
   std::vector<Tensor> xs;
-  for (const Tensor& v : values) xs.push_back(v.clone().set_requires_grad());
+  for (const Tensor& v : values) {
+    Tensor x = v.detach().clone();
+    if (is_floating(x.dtype())) x.set_requires_grad();
+    xs.push_back(x);
+  }
   return xs;
 }
 
@@ -51,22 +47,40 @@ void set_element(Tensor& t, int64_t k, double v) {
   dispatch(t.dtype(), [&]<class T>() { t.data<T>()[k] = static_cast<T>(v); });
 }
 
-// Reverse-mode gradients of sum_j <outputs_j, weights_j> with respect to the leaves.
+// The derivative forms an op may have (the derivative contract): each is checked on its own.
+enum class Form { kernels, formulas };
+const char* form_name(Form form) {
+  return form == Form::kernels ? "kernels (where an op has one)" : "formulas";
+}
+
+// Reverse-mode gradients of sum_j <outputs_j, weights_j> with respect to the floating leaves,
+// by the ops' kernels where they have one, or by their formulas only; an int64 input gets an
+// undefined tensor.
 std::vector<Tensor> weighted_grads(const std::vector<Tensor>& outputs,
                                    const std::vector<Tensor>& weights,
-                                   const std::vector<Tensor>& xs) {
-  std::vector<Tensor> ys, ws;
+                                   const std::vector<Tensor>& xs, Form form) {
+  std::vector<Tensor> ys, ws, diff;
   for (std::size_t j = 0; j < outputs.size(); ++j)
     if (outputs[j].requires_grad()) {
       ys.push_back(outputs[j]);
       ws.push_back(weights[j]);
     }
-  if (ys.empty()) {
-    std::vector<Tensor> z;
-    for (const Tensor& x : xs) z.push_back(zeros(x.shape(), x.dtype()));
-    return z;
+  for (const Tensor& x : xs)
+    if (x.requires_grad()) diff.push_back(x);
+  std::vector<Tensor> g;
+  if (!ys.empty() && !diff.empty()) {
+    std::optional<detail::FormulasOnly> formulas;
+    if (form == Form::formulas) formulas.emplace();
+    g = grad(ys, diff, ws, /*create_graph=*/false, /*retain_graph=*/true);
   }
-  return grad(ys, xs, ws, /*create_graph=*/false, /*retain_graph=*/true);
+  std::vector<Tensor> out;
+  for (std::size_t i = 0, k = 0; i < xs.size(); ++i) {
+    if (!xs[i].requires_grad())
+      out.emplace_back();
+    else
+      out.push_back(g.empty() ? zeros(xs[i].shape(), xs[i].dtype()) : g[k++]);
+  }
+  return out;
 }
 
 struct Compare {
@@ -75,7 +89,8 @@ struct Compare {
   double worst_ratio = -1;
   double max_an = 0, max_num = 0;
 
-  void entry(int input, int64_t element, int output, int64_t out_element, double a, double n) {
+  void entry(Form form, int input, int64_t element, int output, int64_t out_element, double a,
+             double n) {
     ++r.entries;
     const double diff = std::fabs(a - n);
     const double rel = diff / std::max(std::fabs(n), std::numeric_limits<double>::min());
@@ -89,6 +104,7 @@ struct Compare {
     if (ratio > worst_ratio || std::isnan(ratio)) {
       if (std::isnan(worst_ratio)) return;
       worst_ratio = ratio;
+      r.form = form_name(form);
       r.input = input;
       r.element = element;
       r.output = output;
@@ -104,118 +120,157 @@ std::string describe(const GradcheckResult& r, const GradcheckOptions& o,
   std::ostringstream m;
   m.precision(10);
   m << (r.passed ? "worst" : "gradcheck failed:") << " input " << r.input;
-  if (r.element >= 0) m << " element " << index_str(r.element, xs[r.input].shape());
+  if (r.element >= 0) m << " element " << xs[r.input].shape().index_str(r.element);
   m << ", output " << r.output;
-  if (r.output_element >= 0) m << " element " << index_str(r.output_element, out_shapes[r.output]);
+  if (r.output_element >= 0) m << " element " << out_shapes[r.output].index_str(r.output_element);
   if (o.fast_mode) m << " (random projection)";
-  m << ": analytical " << r.analytical << " vs numerical " << r.numerical;
+  m << ", by the " << r.form << ": analytical " << r.analytical << " vs numerical "
+    << r.numerical;
   m.precision(3);
   m << " (|diff| " << std::fabs(r.analytical - r.numerical) << ", allowed " << o.atol << " + "
     << o.rtol << " * |numerical|)";
   return m.str();
 }
 
-GradcheckResult check(const Function& f, const std::vector<Tensor>& inputs,
-                      const GradcheckOptions& o) {
-  GradcheckResult r;
-  std::vector<Tensor> values;
-  for (const Tensor& x : inputs) {
-    if (!x.defined()) throw ValueError("gradcheck: an input is an undefined tensor");
-    values.push_back(o.in_double ? x.to(Dtype::f64) : x.clone());
-  }
-  if (o.eps <= 0) throw ValueError("gradcheck: eps must be positive");
-
-  const std::vector<Tensor> xs = leaves(values);
-  const std::vector<Tensor> outputs = f(xs);
+// What both modes need: the inputs (in double unless asked otherwise), f's outputs at them, and
+// where each output's entries start in the flattened outputs.
+struct Setup {
+  std::vector<Tensor> values, xs, outputs;
   std::vector<Shape> out_shapes;
   std::vector<int64_t> out_offset;
   int64_t n_out = 0;
-  for (const Tensor& y : outputs) {
-    if (!y.defined()) throw ValueError("gradcheck: the function returned an undefined tensor");
-    out_shapes.push_back(y.shape());
-    out_offset.push_back(n_out);
-    n_out += y.numel();
-  }
-  Compare cmp{o, r};
-  Rng rng(o.seed);
 
-  if (!o.fast_mode) {
-    // Analytical Jacobian, one row per output element: J[i][o * n_i + k].
-    auto analytical = [&]() {
-      std::vector<std::vector<double>> J(xs.size());
-      for (std::size_t i = 0; i < xs.size(); ++i) J[i].assign(n_out * xs[i].numel(), 0.0);
-      for (std::size_t j = 0; j < outputs.size(); ++j) {
-        for (int64_t e = 0; e < outputs[j].numel(); ++e) {
-          std::vector<Tensor> w;
-          for (std::size_t q = 0; q < outputs.size(); ++q)
-            w.push_back(zeros(outputs[q].shape(), outputs[q].dtype()));
-          set_element(w[j], e, 1.0);
-          const auto g = weighted_grads(outputs, w, xs);
-          const int64_t row = out_offset[j] + e;
-          for (std::size_t i = 0; i < xs.size(); ++i) {
-            const auto gv = g[i].to_vector();
-            std::copy(gv.begin(), gv.end(), J[i].begin() + row * xs[i].numel());
-          }
-        }
-      }
-      return J;
-    };
-    const auto Ja = analytical();
-    if (o.check_determinism) {
-      const auto again = analytical();
-      for (std::size_t i = 0; i < Ja.size(); ++i)
-        if (!same_bits(again[i], Ja[i])) r.deterministic = false;
+  Setup(const Function& f, const std::vector<Tensor>& inputs, const GradcheckOptions& o) {
+    for (const Tensor& x : inputs) {
+      if (!x.defined()) throw ValueError("gradcheck: an input is an undefined tensor");
+      const bool to_double = o.in_double && is_floating(x.dtype());
+      values.push_back(to_double ? x.detach().to(Dtype::f64) : x.detach().clone());
     }
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      const int64_t n_i = xs[i].numel();
-      for (int64_t k = 0; k < n_i; ++k) {
-        std::vector<Tensor> plus = values, minus = values;
-        plus[i] = values[i].clone();
-        minus[i] = values[i].clone();
-        const double x0 = values[i].to_vector()[k];
-        set_element(plus[i], k, x0 + o.eps);
-        set_element(minus[i], k, x0 - o.eps);
-        const auto fp = eval_flat(f, plus), fm = eval_flat(f, minus);
-        for (int64_t q = 0; q < n_out; ++q) {
-          const double num = (fp[q] - fm[q]) / (2 * o.eps);
-          int j = 0;
-          while (j + 1 < static_cast<int>(outputs.size()) && out_offset[j + 1] <= q) ++j;
-          cmp.entry(static_cast<int>(i), k, j, q - out_offset[j], Ja[i][q * n_i + k], num);
-        }
-      }
-    }
-  } else {
-    // v^T J_i u_i per input, u and v random normal.
-    std::vector<Tensor> v;
-    for (const Tensor& y : outputs) v.push_back(randn(y.shape(), rng, y.dtype()));
-    const auto g = weighted_grads(outputs, v, xs);
-    if (o.check_determinism) {
-      const auto g2 = weighted_grads(outputs, v, xs);
-      for (std::size_t i = 0; i < xs.size(); ++i)
-        if (!same_bits(g[i].to_vector(), g2[i].to_vector())) r.deterministic = false;
-    }
-    std::vector<double> vflat;
-    for (const Tensor& t : v) {
-      const auto tv = t.to_vector();
-      vflat.insert(vflat.end(), tv.begin(), tv.end());
-    }
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      const Tensor u = randn(values[i].shape(), rng, values[i].dtype());
-      const auto uv = u.to_vector(), gv = g[i].to_vector(), x0 = values[i].to_vector();
-      std::vector<Tensor> plus = values, minus = values;
-      plus[i] = values[i].clone();
-      minus[i] = values[i].clone();
-      for (int64_t k = 0; k < values[i].numel(); ++k) {
-        set_element(plus[i], k, x0[k] + o.eps * uv[k]);
-        set_element(minus[i], k, x0[k] - o.eps * uv[k]);
-      }
-      const auto fp = eval_flat(f, plus), fm = eval_flat(f, minus);
-      double num = 0, an = 0;
-      for (int64_t q = 0; q < n_out; ++q) num += vflat[q] * (fp[q] - fm[q]) / (2 * o.eps);
-      for (std::size_t k = 0; k < uv.size(); ++k) an += gv[k] * uv[k];
-      cmp.entry(static_cast<int>(i), -1, 0, -1, an, num);
+    if (o.eps <= 0) throw ValueError("gradcheck: eps must be positive");
+    xs = leaves(values);
+    outputs = f(xs);
+    for (const Tensor& y : outputs) {
+      if (!y.defined()) throw ValueError("gradcheck: the function returned an undefined tensor");
+      out_shapes.push_back(y.shape());
+      out_offset.push_back(n_out);
+      n_out += y.numel();
     }
   }
+  int output_of(int64_t q) const {  // which output the flat output entry q belongs to
+    int j = 0;
+    while (j + 1 < static_cast<int>(outputs.size()) && out_offset[j + 1] <= q) ++j;
+    return j;
+  }
+  // values with element k of input i moved by `by` (times u[k] when u is given).
+  std::vector<Tensor> moved(std::size_t i, int64_t k, double by,
+                            const std::vector<double>* u = nullptr) const {
+    std::vector<Tensor> v = values;
+    v[i] = values[i].clone();
+    const std::vector<double> x0 = values[i].to_vector();
+    if (u)
+      for (int64_t e = 0; e < values[i].numel(); ++e) set_element(v[i], e, x0[e] + by * (*u)[e]);
+    else
+      set_element(v[i], k, x0[k] + by);
+    return v;
+  }
+};
+
+// The analytical Jacobian by one derivative form, one backward per output element:
+// J[i][o * n_i + k] (empty for an int64 input).
+std::vector<std::vector<double>> jacobian(const Setup& s, Form form) {
+  std::vector<std::vector<double>> J(s.xs.size());
+  for (std::size_t i = 0; i < s.xs.size(); ++i)
+    if (s.xs[i].requires_grad()) J[i].assign(s.n_out * s.xs[i].numel(), 0.0);
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+    for (int64_t e = 0; e < s.outputs[j].numel(); ++e) {
+      std::vector<Tensor> w;
+      for (const Tensor& y : s.outputs) w.push_back(zeros(y.shape(), y.dtype()));
+      set_element(w[j], e, 1.0);
+      const auto g = weighted_grads(s.outputs, w, s.xs, form);
+      const int64_t row = s.out_offset[j] + e;
+      for (std::size_t i = 0; i < s.xs.size(); ++i) {
+        if (!g[i].defined()) continue;
+        const auto gv = g[i].to_vector();
+        std::copy(gv.begin(), gv.end(), J[i].begin() + row * s.xs[i].numel());
+      }
+    }
+  }
+  return J;
+}
+
+// Every entry of every floating input's Jacobian, by each derivative form, against central
+// differences (computed once).
+void check_full(const Function& f, const Setup& s, const GradcheckOptions& o, Compare& cmp) {
+  std::vector<std::vector<std::vector<double>>> Js;
+  for (Form form : {Form::kernels, Form::formulas}) {
+    Js.push_back(jacobian(s, form));
+    if (o.check_determinism) {
+      const auto again = jacobian(s, form);
+      for (std::size_t i = 0; i < again.size(); ++i)
+        if (!same_bits(again[i], Js.back()[i])) cmp.r.deterministic = false;
+    }
+  }
+  for (std::size_t i = 0; i < s.xs.size(); ++i) {
+    if (!s.xs[i].requires_grad()) continue;
+    const int64_t n_i = s.xs[i].numel();
+    for (int64_t k = 0; k < n_i; ++k) {
+      const auto fp = eval_flat(f, s.moved(i, k, o.eps)), fm = eval_flat(f, s.moved(i, k, -o.eps));
+      for (int64_t q = 0; q < s.n_out; ++q) {
+        const double num = (fp[q] - fm[q]) / (2 * o.eps);
+        const int j = s.output_of(q);
+        for (Form form : {Form::kernels, Form::formulas})
+          cmp.entry(form, static_cast<int>(i), k, j, q - s.out_offset[j],
+                    Js[static_cast<int>(form)][i][q * n_i + k], num);
+      }
+    }
+  }
+}
+
+// v^T J_i u_i per floating input, u and v random normal, by each derivative form.
+void check_fast(const Function& f, const Setup& s, const GradcheckOptions& o, Compare& cmp) {
+  Rng rng(o.seed);
+  std::vector<Tensor> v;
+  std::vector<double> vflat;
+  for (const Tensor& y : s.outputs) {
+    v.push_back(randn(y.shape(), rng, y.dtype()));
+    const auto tv = v.back().to_vector();
+    vflat.insert(vflat.end(), tv.begin(), tv.end());
+  }
+  std::vector<std::vector<Tensor>> gs;
+  for (Form form : {Form::kernels, Form::formulas}) {
+    gs.push_back(weighted_grads(s.outputs, v, s.xs, form));
+    if (o.check_determinism) {
+      const auto again = weighted_grads(s.outputs, v, s.xs, form);
+      for (std::size_t i = 0; i < again.size(); ++i)
+        if (again[i].defined() && !same_bits(gs.back()[i].to_vector(), again[i].to_vector()))
+          cmp.r.deterministic = false;
+    }
+  }
+  for (std::size_t i = 0; i < s.xs.size(); ++i) {
+    if (!s.xs[i].requires_grad()) continue;
+    const std::vector<double> u = randn(s.values[i].shape(), rng, s.values[i].dtype()).to_vector();
+    const auto fp = eval_flat(f, s.moved(i, 0, o.eps, &u));
+    const auto fm = eval_flat(f, s.moved(i, 0, -o.eps, &u));
+    double num = 0;
+    for (int64_t q = 0; q < s.n_out; ++q) num += vflat[q] * (fp[q] - fm[q]) / (2 * o.eps);
+    for (Form form : {Form::kernels, Form::formulas}) {
+      const auto gv = gs[static_cast<int>(form)][i].to_vector();
+      double an = 0;
+      for (std::size_t k = 0; k < u.size(); ++k) an += gv[k] * u[k];
+      cmp.entry(form, static_cast<int>(i), -1, 0, -1, an, num);
+    }
+  }
+}
+
+GradcheckResult check(const Function& f, const std::vector<Tensor>& inputs,
+                      const GradcheckOptions& o) {
+  GradcheckResult r;
+  const Setup s(f, inputs, o);
+  Compare cmp{o, r};
+  if (o.fast_mode)
+    check_fast(f, s, o, cmp);
+  else
+    check_full(f, s, o, cmp);
 
   if (!r.deterministic) r.passed = false;
   r.vacuous = cmp.max_an <= o.vacuous_tol && cmp.max_num <= o.vacuous_tol;
@@ -232,7 +287,8 @@ GradcheckResult check(const Function& f, const std::vector<Tensor>& inputs,
     r.message = "gradcheck failed: backward is not deterministic (two runs gave different "
                 "gradients)";
   } else {
-    r.message = r.passed ? "ok; " + describe(r, o, xs, out_shapes) : describe(r, o, xs, out_shapes);
+    r.message = r.passed ? "ok; " + describe(r, o, s.xs, s.out_shapes)
+                         : describe(r, o, s.xs, s.out_shapes);
   }
   return r;
 }
@@ -258,28 +314,33 @@ GradcheckResult gradgradcheck(const Function& f, const std::vector<Tensor>& inpu
   std::vector<Tensor> xs;
   for (const Tensor& x : inputs) {
     if (!x.defined()) throw ValueError("gradgradcheck: an input is an undefined tensor");
-    xs.push_back(options.in_double ? x.to(Dtype::f64) : x.clone());
+    const bool to_double = options.in_double && is_floating(x.dtype());
+    xs.push_back(to_double ? x.detach().to(Dtype::f64) : x.detach().clone());
   }
   // Random grad_outputs, one per output of f, become extra inputs of the checked function.
   Rng rng(options.seed + 0x9e3779b97f4a7c15ull);
   const std::size_t n = xs.size();
   std::vector<Tensor> all = xs;
-  for (const Tensor& y : f(leaves(xs))) all.push_back(randn(y.shape(), rng, y.dtype()));
+  for (const Tensor& y : f(leaves(xs)))
+    all.push_back(is_floating(y.dtype()) ? randn(y.shape(), rng, y.dtype()) : y.detach().clone());
+  // g returns the gradient of each floating input (int64 and bool inputs have none).
   Function g = [f, n](const std::vector<Tensor>& args) {
     std::vector<Tensor> x(args.begin(), args.begin() + n), v(args.begin() + n, args.end());
     const std::vector<Tensor> ys = f(x);
-    std::vector<Tensor> ry, rv;
+    std::vector<Tensor> ry, rv, xd;
     for (std::size_t j = 0; j < ys.size(); ++j)
       if (ys[j].requires_grad()) {
         ry.push_back(ys[j]);
         rv.push_back(v[j]);
       }
+    for (const Tensor& t : x)
+      if (t.requires_grad()) xd.push_back(t);
     if (ry.empty()) {
       std::vector<Tensor> z;
-      for (const Tensor& t : x) z.push_back(zeros(t.shape(), t.dtype()));
+      for (const Tensor& t : xd) z.push_back(zeros(t.shape(), t.dtype()));
       return z;
     }
-    return grad(ry, x, rv, /*create_graph=*/true);
+    return grad(ry, xd, rv, /*create_graph=*/true);
   };
   return check(g, all, options);
 }

@@ -4,8 +4,10 @@
 // against the reverse-mode Jacobian (one backward per output element). An entry passes when
 //   |analytical - numerical| <= atol + rtol * |numerical|.
 // Beyond PyTorch: float inputs are checked in double by default (the same function runs on
-// double copies), and a check whose Jacobians are both (near) zero everywhere says it proves
-// nothing.
+// double copies); int64 and bool inputs (indices, masks) are passed as they are and have no
+// Jacobian; every derivative form is checked (the reverse pass once with the ops' kernels where
+// they have one, once with their formulas only); and a check whose Jacobians are both (near)
+// zero everywhere says it proves nothing.
 
 #include <cstdint>
 #include <functional>
@@ -43,13 +45,16 @@ struct GradcheckResult {
   bool vacuous = false;  // both Jacobians (near) zero everywhere
   double max_abs_error = 0;
   double max_rel_error = 0;  // |a - n| / |n| over the entries with |n| > atol
-  int64_t entries = 0;       // Jacobian entries (or projections) compared
+  int64_t entries = 0;       // Jacobian entries (or projections) compared, once per form
   // The worst entry: the largest |a - n| / (atol + rtol |n|). Element indices are flat
   // (row-major) and -1 in fast mode, where a projection stands for the whole input.
   int input = -1;
   int64_t element = -1;
   int output = -1;
   int64_t output_element = -1;
+  // The derivative form of the worst entry: every op's formula (in tg ops) and, where an op has
+  // one, its kernel are checked on their own, so a wrong formula beside a right kernel fails.
+  std::string form;
   double analytical = 0;
   double numerical = 0;
   std::string message;  // "ok", or what failed and where

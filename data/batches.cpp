@@ -7,16 +7,6 @@
 
 namespace tg::data {
 
-namespace {
-
-// Where a flat index of an (N, B, T + 1) array falls: "[n, b, t]".
-std::string index_str(int64_t flat, const Shape& s) {
-  const int64_t t = flat % s[2], b = flat / s[2] % s[1], n = flat / (s[1] * s[2]);
-  return "[" + std::to_string(n) + ", " + std::to_string(b) + ", " + std::to_string(t) + "]";
-}
-
-}  // namespace
-
 FixedBatches::FixedBatches(const std::string& path, int64_t vocab_size) : path_(path) {
   if (vocab_size < 0)
     throw ValueError("FixedBatches: vocab_size " + std::to_string(vocab_size) + " is negative");
@@ -36,7 +26,7 @@ FixedBatches::FixedBatches(const std::string& path, int64_t vocab_size) : path_(
   const int64_t* p = std::as_const(tokens_).data<int64_t>();
   for (int64_t i = 0; i < tokens_.numel(); ++i) {
     if (p[i] < 0 || (vocab_size > 0 && p[i] >= vocab_size))
-      throw ValueError(path + ": token " + std::to_string(p[i]) + " at " + index_str(i, s) +
+      throw ValueError(path + ": token " + std::to_string(p[i]) + " at " + s.index_str(i) +
                        (vocab_size > 0
                             ? " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")"
                             : " is negative"));

@@ -106,15 +106,7 @@ Tensor cat_node(const std::vector<Tensor>& xs, int ax, const std::source_locatio
   std::array<int64_t, kMaxInputs> sizes{};
   for (std::size_t i = 0; i < xs.size(); ++i) sizes[i] = xs[i].size(ax);
   const int count = static_cast<int>(xs.size());
-  Recording r = [&] {
-    switch (count) {
-      case 1: return record("cat", std::move(Y), {xs[0]}, where);
-      case 2: return record("cat", std::move(Y), {xs[0], xs[1]}, where);
-      case 3: return record("cat", std::move(Y), {xs[0], xs[1], xs[2]}, where);
-      default: return record("cat", std::move(Y), {xs[0], xs[1], xs[2], xs[3]}, where);
-    }
-  }();
-  return r.formula([sizes, count, ax](const Tensor& dY) -> Grads {
+  return record("cat", std::move(Y), xs, where).formula([sizes, count, ax](const Tensor& dY) -> Grads {
     Grads g;
     int64_t at = 0;
     for (int i = 0; i < count; ++i) {

@@ -1,5 +1,6 @@
 #pragma once
-// What the fused-attention suites share: the relative difference their comparisons judge.
+// What the attention suites share: the relative difference their comparisons judge, a closeness
+// check on flat values, and RoPE written as loops (the reference the rope op is held to).
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,25 @@ inline double rel_diff(const Tensor& a, const Tensor& b) {
     scale = std::max(scale, std::fabs(y[i]));
   }
   return diff / scale;
+}
+
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], tol * std::max(1.0, std::fabs(want[k]))) << what << " at " << k;
+}
+
+// Rotates each pair (2i, 2i+1) of row m of x (T, d_h) by m * base^(-2i/d_h).
+inline void rope_loops(std::vector<double>& x, int64_t T, int64_t d_h, double base) {
+  for (int64_t m = 0; m < T; ++m)
+    for (int64_t i = 0; i < d_h / 2; ++i) {
+      const double a = m * std::pow(base, -2.0 * i / d_h);
+      double& x0 = x[m * d_h + 2 * i];
+      double& x1 = x[m * d_h + 2 * i + 1];
+      const double y0 = x0 * std::cos(a) - x1 * std::sin(a);
+      x1 = x0 * std::sin(a) + x1 * std::cos(a);
+      x0 = y0;
+    }
 }
 
 }  // namespace tg::test

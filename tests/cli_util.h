@@ -145,7 +145,7 @@ using Arrays = std::map<std::string, Tensor>;
 // What `tapegrad attention` should write, computed here with the library itself.
 inline Arrays in_process(const Config& c, const fs::path& in) {
   auto load = [&](const std::string& name) {
-    return read_npy((in / (name + ".npy")).string()).to(c.dtype).set_requires_grad();
+    return read_npy((in / (name + ".npy")).string()).detach().to(c.dtype).set_requires_grad();
   };
   const Tensor X = load("X"), W_Q = load("W_Q"), W_K = load("W_K"), W_V = load("W_V");
   const Tensor W_O = c.w_o ? load("W_O") : Tensor();

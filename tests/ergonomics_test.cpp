@@ -74,12 +74,65 @@ TEST(FunctionValues, OpsPassAsFunctionsAndNameTheCaller) {
   EXPECT_DOUBLE_EQ(fs[0](x).at({0}), std::exp(0.5));
   EXPECT_DOUBLE_EQ(fs[1](x).at({1}), std::tanh(-1.0));
   EXPECT_EQ(fs[3](x).to_vector(), (std::vector<double>{0.5, 0.0}));
-  Tensor v = x.clone().set_requires_grad();
+  Tensor v = x.detach().clone().set_requires_grad();
   const Tensor y = tg::fn::exp(v);  // a direct call records this line
   const int line = __LINE__ - 1;
   EXPECT_EQ(y.impl().grad_fn->where.line(), static_cast<unsigned>(line));
   EXPECT_NE(std::string(y.impl().grad_fn->where.file_name()).find("ergonomics_test"),
             std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// PyTorch's habits: to() and clone() stay on the tape (detach() is the way to cut it).
+TEST(PyTorchHabits, ToAndCloneAreDifferentiable) {
+  // sum(x*x) + sum(x.to(f32).to(f64) * 3): PyTorch gives x.grad = 2 x + 3 = [5, 7] at x = [1, 2].
+  Tensor x = tg::from_vector({1.0, 2.0}, {2}, tg::Dtype::f64).set_requires_grad();
+  const Tensor round_trip = x.to(tg::Dtype::f32).to(tg::Dtype::f64);
+  EXPECT_EQ(round_trip.op_name(), "to");
+  (tg::sum(x * x) + tg::sum(round_trip * 3.0)).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{5.0, 7.0}));
+
+  Tensor y = tg::from_vector({1.0, 2.0}, {2}, tg::Dtype::f64).set_requires_grad();
+  (tg::sum(y * y) + tg::sum(y.clone() * 3.0)).backward();
+  EXPECT_EQ(y.grad().to_vector(), (std::vector<double>{5.0, 7.0}));
+
+  // detach() cuts: only sum(z*z) reaches z.
+  Tensor z = tg::from_vector({1.0, 2.0}, {2}, tg::Dtype::f64).set_requires_grad();
+  (tg::sum(z * z) + tg::sum(z.detach().clone() * 3.0)).backward();
+  EXPECT_EQ(z.grad().to_vector(), (std::vector<double>{2.0, 4.0}));
+
+  // A float32 gradient comes back as float32; an int64 copy is off the tape.
+  Tensor w = tg::from_vector({0.5, -1.5}, {2}, tg::Dtype::f32).set_requires_grad();
+  tg::sum(w.to(tg::Dtype::f64) * 2.0).backward();
+  EXPECT_EQ(w.grad().dtype(), tg::Dtype::f32);
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<double>{2.0, 2.0}));
+  EXPECT_FALSE(w.to(tg::Dtype::i64).requires_grad());
+
+  // (A round trip through float32 would make central differences of 1e-6 meaningless.)
+  const auto f = [](const std::vector<Tensor>& v) {
+    return tg::mul(v[0].to(tg::Dtype::f64).clone(), tg::exp(v[0].clone()));
+  };
+  tg::Rng rng(3);
+  EXPECT_TRUE(tg::gradcheck(f, {tg::randn({3}, rng, tg::Dtype::f64)}).passed);
+  EXPECT_TRUE(tg::gradgradcheck(f, {tg::randn({3}, rng, tg::Dtype::f64)}).passed);
+}
+
+// int64 tensors hold indices: they cannot require grad (PyTorch refuses it too).
+TEST(PyTorchHabits, Int64TensorsCannotRequireGrad) {
+  Tensor idx = tg::from_indices({0, 2, 1}, {3});
+  try {
+    idx.set_requires_grad();
+    FAIL() << "expected a tg::ValueError";
+  } catch (const tg::ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("set_requires_grad"), std::string::npos) << m;
+    EXPECT_NE(m.find("int64"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(idx.requires_grad());
+  EXPECT_NO_THROW(idx.set_requires_grad(false));
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ TEST(Gradcheck, PassesCorrectOps) {
   EXPECT_TRUE(r.passed) << r.message;
   EXPECT_TRUE(r.deterministic);
   EXPECT_FALSE(r.vacuous);
-  EXPECT_EQ(r.entries, (2 * 2 + 2 * 3) * 6);  // (outputs) x (input elements)
+  EXPECT_EQ(r.entries, 2 * (2 * 2 + 2 * 3) * 6);  // (derivative forms) x (outputs) x (inputs)
   EXPECT_EQ(r.message.rfind("ok", 0), 0u) << r.message;
 }
 
@@ -160,7 +160,7 @@ TEST(Gradcheck, FastModePassesCorrectAndFailsWrong) {
       [W](const std::vector<Tensor>& v) { return tg::softmax(tg::matmul(v[0], v[1])); },
       {randn({2, 4}, 5), W}, o);
   EXPECT_TRUE(good.passed) << good.message;
-  EXPECT_EQ(good.entries, 2);  // one projection per input
+  EXPECT_EQ(good.entries, 2 * 2);  // one projection per input and derivative form
   const auto bad = tg::gradcheck([](const std::vector<Tensor>& v) { return bad_softmax(v[0]); },
                                  {randn({2, 4}, 3)}, o);
   EXPECT_FALSE(bad.passed) << bad.message;
@@ -259,6 +259,59 @@ TEST(Gradcheck, RejectsBadOptionsAndUndefinedInputs) {
   EXPECT_THROW(tg::gradcheck(f, {randn({2}, 16)}, o), tg::ValueError);
   EXPECT_THROW(tg::gradcheck(f, {Tensor()}), tg::ValueError);
   EXPECT_THROW(tg::gradgradcheck(f, {Tensor()}), tg::ValueError);
+}
+
+// Y = X^2 with a right kernel (2 X dY) beside a wrong formula (3 X dY): the kind of custom op a
+// user writes with a fast kernel and a formula for create_graph. The default backward runs the
+// kernel, so only a check of each derivative form on its own can see the formula's error.
+Tensor square_wrong_formula(const Tensor& X) {
+  return tg::record("square_wrong_formula", tg::mul(X.detach(), X.detach()), {X})
+      .saves(X)
+      .formula([X](const Tensor& dY) -> Grads { return {tg::mul(tg::scale(X, 3.0), dY)}; })
+      .kernel([X](const Tensor& dY) -> Grads { return {tg::mul(tg::scale(X, 2.0), dY)}; });
+}
+// The same op with both forms right.
+Tensor square_right(const Tensor& X) {
+  return tg::record("square_right", tg::mul(X.detach(), X.detach()), {X})
+      .saves(X)
+      .formula([X](const Tensor& dY) -> Grads { return {tg::mul(tg::scale(X, 2.0), dY)}; })
+      .kernel([X](const Tensor& dY) -> Grads { return {tg::mul(tg::scale(X, 2.0), dY)}; });
+}
+
+TEST(Gradcheck, ChecksTheFormulaBesideTheKernel) {
+  const Tensor x = randn({2, 3}, 21);
+  const auto right = tg::gradcheck([](const std::vector<Tensor>& v) { return square_right(v[0]); }, {x});
+  EXPECT_TRUE(right.passed) << right.message;
+  // The kernel alone is right: a plain backward gives 2 x.
+  Tensor xl = x.detach().clone().set_requires_grad();
+  tg::sum(square_wrong_formula(xl)).backward();
+  const auto g = xl.grad().to_vector(), xv = x.to_vector();
+  for (std::size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i]);
+  for (bool fast : {false, true}) {
+    GradcheckOptions o = quiet();
+    o.fast_mode = fast;
+    const auto r = tg::gradcheck(
+        [](const std::vector<Tensor>& v) { return square_wrong_formula(v[0]); }, {x}, o);
+    EXPECT_FALSE(r.passed) << "fast " << fast;
+    EXPECT_NE(r.message.find("by the formulas"), std::string::npos) << r.message;
+    EXPECT_EQ(r.form, "formulas");
+  }
+}
+
+// Indices stay int64 (an embedding refuses anything else): only the floating input is checked.
+TEST(Gradcheck, KeepsInt64InputsAsTheyAre) {
+  const Tensor W = randn({5, 3}, 22);
+  const Tensor idx = tg::from_indices({4, 0, 2, 4}, {2, 2});
+  auto f = [](const std::vector<Tensor>& v) {
+    EXPECT_EQ(v[1].dtype(), tg::Dtype::i64);
+    EXPECT_FALSE(v[1].requires_grad());
+    return tg::mul(tg::embedding(v[1], v[0]), tg::from_vector({1, -2, 0.5}, {3}, tg::Dtype::f64));
+  };
+  const auto r = tg::gradcheck(f, {W, idx});
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_EQ(r.entries, 2 * 12 * 15);  // two forms x (2, 2, 3) outputs x (5, 3) weights
+  const auto rr = tg::gradgradcheck(f, {W, idx});
+  EXPECT_TRUE(rr.passed) << rr.message;
 }
 
 TEST(Gradcheck, LeavesGradModeAndInputsAlone) {

@@ -34,7 +34,7 @@ inline Problem make_problem(int steps, uint64_t seed) {
 // Fresh leaves that require grad: copies of `params` in `dtype`.
 inline NamedTensors leaves(const NamedTensors& params, Dtype dtype) {
   NamedTensors out;
-  for (const auto& [name, p] : params) out.emplace_back(name, p.to(dtype).set_requires_grad());
+  for (const auto& [name, p] : params) out.emplace_back(name, p.detach().to(dtype).set_requires_grad());
   return out;
 }
 

@@ -54,3 +54,39 @@ TEST(Provenance, FreedGraphErrorNamesOpAndLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The ops a formula records under create_graph (and the sums of gradients) carry the user's op
+// and line: an error in the second backward points at the user's code, not at the library's.
+TEST(Provenance, NodesABackwardRecordedNameTheUsersOpAndLine) {
+  Tensor x = tg::from_vector({0.3, -0.7, 1.1}, {3}, tg::Dtype::f64).set_requires_grad();
+  const int line = __LINE__ + 1;
+  const Tensor y = tg::tanh(x);
+  const Tensor L = tg::sum(tg::mul(y, y));  // y fans out twice: its gradient is a recorded sum
+  const Tensor g = tg::grad({L}, {x}, {}, /*create_graph=*/true)[0];
+  bool some_within = false;
+  for (const Tensor& t : {g}) {
+    const auto* n = t.impl().grad_fn.get();
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(static_cast<int>(n->where.line()), line);
+    EXPECT_NE(std::string(n->where.file_name()).find("provenance_test.cpp"), std::string::npos);
+    some_within = n->within != nullptr;
+  }
+  EXPECT_TRUE(some_within);
+  // Write into y, which the recorded backward saved: the second backward refuses, naming the
+  // user's tanh and line.
+  y.detach().data<double>()[0] = 5.0;
+  try {
+    tg::sum(tg::mul(g, g)).backward();
+    FAIL() << "expected a tg::GraphError";
+  } catch (const tg::GraphError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("within the backward of 'tanh'"), std::string::npos) << m;
+    EXPECT_NE(m.find("provenance_test.cpp:" + std::to_string(line)), std::string::npos) << m;
+    EXPECT_EQ(m.find("/ops/"), std::string::npos) << m;
+    EXPECT_EQ(m.find("/autograd/"), std::string::npos) << m;
+  }
+}
+
+}  // namespace

@@ -3,14 +3,17 @@
 // big, malformed records, and the derivative contract's create_graph rule.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <tapegrad/autograd/sanitizers.h>
 #include <tapegrad/tapegrad.h>
 
 namespace {
@@ -163,13 +166,91 @@ TEST(Limits, AnAllocationTheOsRefusesIsAMemoryError) {
   }
 }
 
+// An LSTM cell's six inputs (x, h, W_ih, W_hh, b_ih, b_hh) fit one node; each gets its own
+// gradient, the ones that fan in twice summed.
+TEST(Record, ANodeTakesSixInputs) {
+  std::vector<Tensor> in;
+  for (int i = 0; i < 6; ++i) in.push_back(tg::full({2}, i + 1.0, tg::Dtype::f64).set_requires_grad());
+  // y = sum_i (i + 1) * in_i: dy/din_i = (i + 1) * dY.
+  Tensor y = tg::record("six", in[0].detach().clone(), {in[0], in[1], in[2], in[3], in[4], in[5]})
+                 .formula([](const Tensor& dY) -> Grads {
+                   Grads g;
+                   for (int i = 0; i < 6; ++i) g[i] = tg::scale(dY, i + 1.0);
+                   return g;
+                 });
+  tg::sum(tg::mul(y, tg::from_vector({0.5, -2.0}, {2}, tg::Dtype::f64))).backward();
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(in[i].grad().to_vector(), (std::vector<double>{0.5 * (i + 1), -2.0 * (i + 1)})) << i;
+}
+
+// Caps this process's address space at what it uses now plus `headroom` bytes.
+void limit_memory(long long headroom) {
+  std::ifstream status("/proc/self/status");
+  long long vm_kb = 0;
+  for (std::string key; status >> key;)
+    if (key == "VmSize:") status >> vm_kb;
+  const rlim_t cap = static_cast<rlim_t>(vm_kb * 1024 + headroom);
+  const rlimit limit{cap, cap};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+}
+
+// In a child process: a chain of 50 million tanh ops under a 256 MB cap (or, with
+// create_graph, the backward of a 300k-op chain under a 64 MB cap) runs out of memory. That
+// must be a tg::MemoryError, the chain must be freed while it unwinds (no allocation there:
+// std::terminate once), and the process must go on computing.
+[[noreturn]] void run_out_of_memory(bool create_graph) {
+  tg::Rng rng(5);
+  Tensor x = tg::randn({4}, rng, tg::Dtype::f64).set_requires_grad();
+  Tensor y = x;
+  try {
+    if (create_graph) {
+      for (int i = 0; i < 300000; ++i) y = tg::tanh(y);
+      limit_memory(int64_t{64} << 20);
+      tg::grad({tg::sum(y)}, {x}, {}, /*create_graph=*/true);
+    } else {
+      limit_memory(int64_t{256} << 20);
+      for (int i = 0; i < 50000000; ++i) y = tg::tanh(y);
+    }
+    std::_Exit(3);  // memory never ran out: the test proves nothing
+  } catch (const tg::MemoryError& e) {
+    if (std::string(e.what()).find("out of memory") == std::string::npos) std::_Exit(5);
+  }
+  y = Tensor();  // the whole chain goes now
+  Tensor z = tg::tanh(x);
+  tg::sum(z).backward();
+  std::_Exit(x.grad().defined() && std::isfinite(x.grad().at({0})) ? 0 : 6);
+}
+
+TEST(Limits, RunningOutOfMemoryInManySmallNodesIsAMemoryErrorTheProcessSurvives) {
+#if defined(TG_ASAN) || defined(TG_TSAN)
+  GTEST_SKIP() << "an address-space cap and a sanitizer's shadow memory do not mix";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_out_of_memory(false), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(run_out_of_memory(true), testing::ExitedWithCode(0), "");
+}
+
 TEST(Record, MoreInputsThanANodeHoldsIsAnError) {
   Tensor a = tg::ones({2}).set_requires_grad();
-  auto five = [&] {
-    return Tensor(tg::record("five", a.detach().clone(), {a, a, a, a, a})
+  auto nine = [&] {
+    return Tensor(tg::record("nine", a.detach().clone(), {a, a, a, a, a, a, a, a, a})
                       .formula([](const Tensor& dY) -> Grads { return {dY}; }));
   };
-  expect_graph_error(five, {"'five'", "5 inputs", "at most 4"});
+  expect_graph_error(nine, {"'nine'", "9 inputs", "at most 8", "as two ops"});
+}
+
+// A record with neither a formula nor a kernel: a clear error at backward, naming the op and
+// the line that recorded it (this crashed in the engine once).
+TEST(Record, NoDerivativeIsAnErrorNamingTheOpAndLine) {
+  Tensor a = tg::ones({2}).set_requires_grad();
+  const int line = __LINE__ + 1;
+  Tensor y = tg::record("mine", a.detach().clone(), {a});
+  expect_graph_error([&] { tg::sum(y).backward(); },
+                     {"'mine'", "safety_test.cpp:" + std::to_string(line), "no derivative",
+                      ".formula("});
+  expect_graph_error([&] { tg::grad({tg::sum(y)}, {a}, {}, /*create_graph=*/true); },
+                     {"'mine'", "no derivative"});
+  EXPECT_FALSE(a.grad().defined());
 }
 
 TEST(Record, ABackwardOfTheWrongDtypeIsAnError) {

@@ -29,25 +29,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "(2, 3)" from a flat row-major index, for messages.
-std::string index_str(int64_t flat, const Shape& s) {
-  std::vector<int64_t> idx(s.rank());
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[d] = flat % s[d];
-    flat /= s[d];
-  }
-  std::string r = "(";
-  for (int d = 0; d < s.rank(); ++d) r += (d ? ", " : "") + std::to_string(idx[d]);
-  return r + (s.rank() == 1 ? ",)" : ")");
-}
-
 // Throws ValueError naming `what` at the first NaN or inf of t; `why` ends the message.
 void require_finite(const Tensor& t, const std::string& what, const std::string& why) {
   const std::vector<double> v = t.to_vector();
   for (std::size_t k = 0; k < v.size(); ++k)
     if (!std::isfinite(v[k]))
       throw ValueError(what + ": non-finite value " + std::to_string(v[k]) + " at index " +
-                       index_str(static_cast<int64_t>(k), t.shape()) + why);
+                       t.shape().index_str(static_cast<int64_t>(k)) + why);
 }
 
 bool is_file(const fs::path& p) {
