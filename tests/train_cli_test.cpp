@@ -312,12 +312,14 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
     write_safetensors(dir / "wrong_shape.st", st.tensors);
   }
   {  // the good run, its model recorded as one of an architecture this program does not know
+     // (in the train state, which --resume reads, and in model.safetensors, which sample reads)
     fs::create_directories(dir / "foreign");
-    for (const std::string f : {"train_state.safetensors", "metrics.csv"})
-      fs::copy_file(dir / ("good/" + f), dir / ("foreign/" + f));
-    SafeTensors st = read_safetensors(dir / "good/model.safetensors");
-    st.metadata["tapegrad.arch"] = "llama";
-    write_safetensors(dir / "foreign/model.safetensors", st.tensors, st.metadata);
+    fs::copy_file(dir / "good/metrics.csv", dir / "foreign/metrics.csv");
+    for (const std::string f : {"train_state.safetensors", "model.safetensors"}) {
+      SafeTensors st = read_safetensors(dir / ("good/" + f));
+      st.metadata["tapegrad.arch"] = "llama";
+      write_safetensors(dir / ("foreign/" + f), st.tensors, st.metadata);
+    }
   }
   write_npy(dir / "float.npy", zeros({2, 2, 5}, Dtype::f64));
   write_npy(dir / "rank2.npy", from_indices({1, 2, 3, 4}, {2, 2}));

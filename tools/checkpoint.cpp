@@ -97,17 +97,44 @@ ModelFile read_model(const std::string& path) { return parse_model(detail::read_
 
 ModelFile parse_model(std::string_view bytes, const std::string& path) {
   SafeTensors st = parse_safetensors(bytes, path);
-  const auto config = st.metadata.find("tapegrad.config");
-  if (config == st.metadata.end())
+  return model_from(st.metadata, std::move(st.tensors), path);
+}
+
+ModelFile model_from(const std::map<std::string, std::string>& metadata, NamedTensors tensors,
+                     const std::string& path) {
+  const auto config = metadata.find("tapegrad.config");
+  if (config == metadata.end())
     throw IoError(path + ": no tapegrad.config in the metadata (not written by tapegrad train)");
   ModelFile m;
-  m.model = build_model(arch_of_file(st.metadata, path), config->second, path);
-  if (const auto v = st.metadata.find("tapegrad.vocab"); v != st.metadata.end())
+  m.model = build_model(arch_of_file(metadata, path), config->second, path);
+  if (const auto v = metadata.find("tapegrad.vocab"); v != metadata.end())
     m.vocab = checked_vocab(v->second, *m.model, path);
-  if (const auto s = st.metadata.find("tapegrad.step"); s != st.metadata.end())
+  if (const auto s = metadata.find("tapegrad.step"); s != metadata.end())
     m.step = parsed_step(s->second, path);
-  m.tensors = std::move(st.tensors);
+  m.tensors = std::move(tensors);
   return m;
+}
+
+void add_model(NamedTensors& tensors, std::map<std::string, std::string>& metadata,
+               const Model& model, const std::optional<std::string>& vocab, int64_t step,
+               std::string_view prefix) {
+  for (const auto& [name, t] : model.module().state_dict())
+    tensors.emplace_back(std::string(prefix) + name, t);
+  metadata["tapegrad.config"] = model.config_json();
+  metadata["tapegrad.step"] = std::to_string(step);
+  if (&model.arch() != &default_arch()) metadata[kArchKey] = model.arch().name;
+  if (vocab) metadata["tapegrad.vocab"] = *vocab;
+}
+
+NamedTensors model_tensors(const NamedTensors& tensors, std::string_view prefix) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors)
+    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+  return out;
+}
+
+bool holds_model(const std::map<std::string, std::string>& metadata) {
+  return metadata.count("tapegrad.config") > 0;
 }
 
 void load_weights(Model& model, NamedTensors tensors, const std::string& file) {
@@ -134,12 +161,10 @@ void load_weights(Model& model, NamedTensors tensors, const std::string& file) {
 
 void write_model(const std::string& path, const Model& model,
                  const std::optional<std::string>& vocab, int64_t step) {
-  std::map<std::string, std::string> meta = {{"format", "pt"},
-                                             {"tapegrad.config", model.config_json()},
-                                             {"tapegrad.step", std::to_string(step)}};
-  if (&model.arch() != &default_arch()) meta[kArchKey] = model.arch().name;
-  if (vocab) meta["tapegrad.vocab"] = *vocab;
-  write_safetensors(path, model.module().state_dict(), meta);
+  NamedTensors tensors;
+  std::map<std::string, std::string> meta = {{"format", "pt"}};
+  add_model(tensors, meta, model, vocab, step);
+  write_safetensors(path, tensors, meta);
 }
 
 Tensor rng_state(Rng& rng) {

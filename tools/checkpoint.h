@@ -1,15 +1,23 @@
 #pragma once
 // What `tapegrad train` writes and `train --resume`, `train --init`, `sample` and `inspect` read
 // (safetensors files, io/safetensors.h):
+//   train_state.safetensors  the checkpoint, one file that holds everything --resume needs: the
+//                            weights as model.NAME with the model's metadata (tapegrad.config,
+//                            tapegrad.vocab, tapegrad.arch, tapegrad.step, as below), the
+//                            optimizer's state_dict (optim.step, optim.m.NAME, ...), step,
+//                            data.position, rng.data and rng.dropout (the generators' states),
+//                            and metrics (the rows of metrics.csv so far, tools/metrics.h)
 //   model.safetensors        the parameters by the model's state_dict names (nanoGPT's for gpt);
 //                            metadata tapegrad.config (the model's config as JSON, tools/arch.h),
 //                            tapegrad.vocab (text models), tapegrad.step, and tapegrad.arch for
 //                            an architecture other than the default (absent: gpt, as every
 //                            checkpoint written before there were others)
-//   train_state.safetensors  the optimizer's state_dict (optim.step, optim.m.NAME, ...), step,
-//                            data.position, rng.data and rng.dropout (the generators' states)
-// Both carry the number of updates done, so a folder whose two files come from different
-// moments (a crash between the two renames) is refused instead of resumed wrongly.
+// A save writes train_state.safetensors first (a temporary file, fsync'd, renamed), then the
+// files for users (model.safetensors, metrics.csv, loss.svg) from the same state. A kill at any
+// moment leaves the previous checkpoint or the new one, whole; --resume reads that file alone
+// and the next save rewrites the others. A train state written before it held the weights (no
+// tapegrad.config) is resumed with the model.safetensors and metrics.csv beside it, which must
+// then be from the same update.
 
 #include <cstdint>
 #include <map>
@@ -36,6 +44,23 @@ ModelFile read_model(const std::string& path);
 /// The same from the file's bytes (read by one rank, broadcast to the others); `path` names
 /// the file in errors. Throws IoError as read_model, but for the reading.
 ModelFile parse_model(std::string_view bytes, const std::string& path);
+/// The same from a file's metadata and the model's tensors in it (train_state.safetensors':
+/// model_tensors()). Throws IoError as read_model.
+ModelFile model_from(const std::map<std::string, std::string>& metadata, NamedTensors tensors,
+                     const std::string& path);
+
+/// The prefix of the weights' names in train_state.safetensors.
+inline constexpr std::string_view kWeightsPrefix = "model.";
+/// Adds the model to a file's contents: its weights (state_dict names, after `prefix`) to
+/// `tensors`, tapegrad.config, tapegrad.step, tapegrad.arch and tapegrad.vocab to `metadata`.
+/// Never throws but for memory.
+void add_model(NamedTensors& tensors, std::map<std::string, std::string>& metadata,
+               const Model& model, const std::optional<std::string>& vocab, int64_t step,
+               std::string_view prefix = "");
+/// The tensors of `tensors` whose names start with `prefix`, the prefix removed.
+NamedTensors model_tensors(const NamedTensors& tensors, std::string_view prefix = kWeightsPrefix);
+/// Whether a file's metadata describes a model (holds tapegrad.config).
+bool holds_model(const std::map<std::string, std::string>& metadata);
 
 /// Copies `tensors` into the model's parameters: floating tensors converted to the model's dtype,
 /// the ones the model ties to another (GPT: lm_head.weight, which nanoGPT's state_dict has)

@@ -50,6 +50,42 @@ std::string metrics_csv(const std::vector<MetricsRow>& rows) {
   return out;
 }
 
+Tensor metrics_tensor(const std::vector<MetricsRow>& rows) {
+  constexpr int64_t kColumns = 8;
+  std::vector<double> v;
+  v.reserve(rows.size() * kColumns);
+  for (const MetricsRow& r : rows)
+    v.insert(v.end(), {static_cast<double>(r.step), r.lr, r.loss, r.grad_norm, r.val_loss,
+                       r.accuracy, r.tokens_per_s, r.elapsed_s});
+  return from_vector(v, {static_cast<int64_t>(rows.size()), kColumns});
+}
+
+std::vector<MetricsRow> metrics_rows(const Tensor& table, const std::string& file) {
+  if (table.dtype() != Dtype::f64 || table.rank() != 2 || table.size(1) != 8)
+    throw IoError(file + ": tensor 'metrics' must be float64 of shape (rows, 8), got " +
+                  dtype_name(table.dtype()) + " " + table.shape().str());
+  const std::vector<double> v = table.to_vector();
+  std::vector<MetricsRow> rows(static_cast<std::size_t>(table.size(0)));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double* c = &v[i * 8];
+    const std::string where = file + " metrics row " + std::to_string(i);
+    if (c[0] != static_cast<double>(i))
+      throw IoError(where + ": step " + cell(c[0]) + ", expected " + std::to_string(i));
+    if (std::isnan(c[1]) || std::isnan(c[2]) || std::isnan(c[3]))
+      throw IoError(where + ": NaN where lr, loss and grad_norm belong");
+    MetricsRow& r = rows[i];
+    r.step = static_cast<int64_t>(i);
+    r.lr = c[1];
+    r.loss = c[2];
+    r.grad_norm = c[3];
+    r.val_loss = c[4];
+    r.accuracy = c[5];
+    r.tokens_per_s = c[6];
+    r.elapsed_s = c[7];
+  }
+  return rows;
+}
+
 std::vector<MetricsRow> parse_metrics_csv(const std::string& text, const std::string& file) {
   std::istringstream in(text);
   std::string line;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/tensor.h>
+
 namespace tg {
 
 struct MetricsRow {
@@ -29,6 +31,13 @@ std::string metrics_csv(const std::vector<MetricsRow>& rows);
 /// Parses a metrics.csv written by metrics_csv; throws IoError naming `file` and the line when
 /// the header or a row is malformed.
 std::vector<MetricsRow> parse_metrics_csv(const std::string& text, const std::string& file);
+
+/// The rows as one float64 tensor of shape (rows, 8), metrics.csv's columns in its order (NaN for
+/// an empty cell): how train_state.safetensors carries them, bit for bit. Never throws.
+Tensor metrics_tensor(const std::vector<MetricsRow>& rows);
+/// Back from metrics_tensor; throws IoError naming `file` when the tensor is not such a table
+/// (dtype, shape, a step other than its row's index, a NaN where a number belongs).
+std::vector<MetricsRow> metrics_rows(const Tensor& table, const std::string& file);
 
 /// An SVG line plot of the training loss (every row) and the validation loss (the rows that have
 /// one) against step, with axes, ticks, labels, a legend and `title`. Never throws.

@@ -10,7 +10,8 @@
 // The run is set up, and saved, by tools/train_run.h; the model is any architecture's (through
 // tools/arch.h). Every check on the flags and the input files runs before the first update, and
 // nothing is written to --out before the first checkpoint, so bad input leaves --out as it was. Each file
-// is written to a temporary name and renamed.
+// is written to a temporary name and renamed, train_state.safetensors (the checkpoint, all that
+// --resume reads) first, so a kill at any moment leaves a folder that resumes.
 //
 // On N ranks (mpirun): every rank draws the same global
 // batch and trains on its slice of rows (tools/train_dist.h); the gradients are averaged before

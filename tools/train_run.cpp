@@ -1,5 +1,7 @@
 #include "tools/train_run.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -23,6 +25,10 @@ namespace fs = std::filesystem;
 // Independent streams from one --seed (the data stream is TrainData's own, seeded with the seed).
 constexpr uint64_t kDropoutStream = 0xD1B54A32D192ED03ull;
 
+// What save() writes into --out, the checkpoint first.
+constexpr const char* kFiles[] = {"train_state.safetensors", "model.safetensors", "metrics.csv",
+                                  "loss.svg"};
+
 void write_text(const fs::path& path, const std::string& text) {
   detail::TempFile f(path.string());
   f.write(text.data(), text.size());
@@ -35,25 +41,52 @@ std::string num17(double v) {
   return buf;
 }
 
-// --resume's checkpoint: its model (built from its config, the file's weights not yet in it)
-// and its train state.
+// --resume's checkpoint: its model (built from its config, the file's weights not yet in it),
+// its train state and the rows of metrics.csv it has done.
 struct Checkpoint {
   ckpt::ModelFile model;
   SafeTensors state;
   std::string state_path;
+  std::vector<MetricsRow> rows;
 };
 
-// Parses --resume's files and takes the checkpoint's model and run flags into run.args.
+// A train state written before it held the weights: the model and the rows come from the
+// model.safetensors and metrics.csv beside it, which must be from the same update.
+void open_old_checkpoint(Checkpoint& c, const RootFiles& files, const std::string& dir,
+                         int64_t step) {
+  c.model = ckpt::parse_model(files.model, dir + "/model.safetensors");
+  if (c.model.step != step)
+    throw IoError(dir + ": model.safetensors is from update " + std::to_string(c.model.step) +
+                  " but train_state.safetensors from " + std::to_string(step) +
+                  " (an interrupted save?)");
+  const std::string metrics_path = dir + "/metrics.csv";
+  c.rows = parse_metrics_csv(files.metrics, metrics_path);
+  if (static_cast<int64_t>(c.rows.size()) < step)
+    throw IoError(metrics_path + ": " + std::to_string(c.rows.size()) +
+                  " rows, the checkpoint has " + std::to_string(step) + " updates");
+  c.rows.resize(static_cast<std::size_t>(step));
+}
+
+// Parses --resume's train state (and, for an old one, the files beside it) and takes the
+// checkpoint's model and run flags into run.args.
 Checkpoint open_checkpoint(Run& run, const RootFiles& files) {
   const std::string dir = run.args.resume;
-  Checkpoint c{ckpt::parse_model(files.model, dir + "/model.safetensors"), {},
-               dir + "/train_state.safetensors"};
+  Checkpoint c;
+  c.state_path = dir + "/train_state.safetensors";
   c.state = parse_safetensors(files.state, c.state_path);
   run.start = ckpt::get_count(c.state.tensors, "step", c.state_path);
-  if (c.model.step != run.start)
-    throw IoError(dir + ": model.safetensors is from update " + std::to_string(c.model.step) +
-                  " but train_state.safetensors from " + std::to_string(run.start) +
-                  " (an interrupted save?)");
+  if (ckpt::holds_model(c.state.metadata)) {
+    c.model = ckpt::model_from(c.state.metadata, ckpt::model_tensors(c.state.tensors), c.state_path);
+    if (c.model.step != run.start)
+      throw IoError(c.state_path + ": tapegrad.step " + std::to_string(c.model.step) +
+                    " but tensor 'step' " + std::to_string(run.start));
+    c.rows = metrics_rows(ckpt::get_tensor(c.state.tensors, "metrics", c.state_path), c.state_path);
+    if (static_cast<int64_t>(c.rows.size()) != run.start)
+      throw IoError(c.state_path + ": " + std::to_string(c.rows.size()) +
+                    " metrics rows, the checkpoint has " + std::to_string(run.start) + " updates");
+  } else {
+    open_old_checkpoint(c, files, dir, run.start);
+  }
   apply_checkpoint_flags(run.args, *c.model.model, c.state.metadata, c.state_path);
   if (run.start >= run.args.steps)
     throw UsageError("--steps " + std::to_string(run.args.steps) + ": the run in " + dir +
@@ -100,9 +133,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainArgs& a, const Named
 }
 
 // --resume: the checkpoint's weights, optimizer state, generators and metrics.
-void restore(Run& run, Checkpoint& c, const std::string& metrics_bytes) {
-  const std::string model_path = run.args.resume + "/model.safetensors";
-  ckpt::load_weights(*run.model, std::move(c.model.tensors), model_path);
+void restore(Run& run, Checkpoint& c) {
+  const std::string weights_path = ckpt::holds_model(c.state.metadata)
+                                       ? c.state_path
+                                       : run.args.resume + "/model.safetensors";
+  ckpt::load_weights(*run.model, std::move(c.model.tensors), weights_path);
   NamedTensors optim_state;
   for (const auto& [name, t] : c.state.tensors)
     if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name, t);
@@ -118,15 +153,34 @@ void restore(Run& run, Checkpoint& c, const std::string& metrics_bytes) {
   restore_rng(run.data->rng(), "rng.data");
   restore_rng(run.model->dropout_rng(), "rng.dropout");
   run.data->set_position(ckpt::get_count(state, "data.position", c.state_path));
-  const std::string metrics_path = run.args.resume + "/metrics.csv";
-  std::vector<MetricsRow> rows = parse_metrics_csv(metrics_bytes, metrics_path);
-  if (static_cast<int64_t>(rows.size()) < run.start)
-    throw IoError(metrics_path + ": " + std::to_string(rows.size()) + " rows, the checkpoint has " +
-                  std::to_string(run.start) + " updates");
-  rows.resize(static_cast<std::size_t>(run.start));
-  run.rows = std::move(rows);
+  run.rows = std::move(c.rows);
   if (const auto e = c.state.metadata.find("tapegrad.elapsed_s"); e != c.state.metadata.end())
     run.elapsed_before = std::strtod(e->second.c_str(), nullptr);
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// What a save killed midway leaves behind: TempFile's "NAME.tmpPID-N" beside one of our files,
+// from a process other than this one (which writes one file at a time and renames it at once).
+void remove_stale_temps(const fs::path& out) {
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (const char* file : kFiles) {
+      const std::string prefix = std::string(file) + ".tmp";
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string tail = name.substr(prefix.size());  // "PID-N"
+      const std::size_t dash = tail.find('-');
+      if (dash == std::string::npos || !all_digits(tail.substr(0, dash)) ||
+          !all_digits(tail.substr(dash + 1)) || tail.substr(0, dash) == std::to_string(::getpid()))
+        continue;
+      stale.push_back(it->path());
+    }
+  }
+  for (const fs::path& p : stale) fs::remove(p, ec);  // one we cannot remove is only clutter
 }
 
 }  // namespace
@@ -137,12 +191,17 @@ RootFiles read_root_files(const TrainArgs& flags, dist::Communicator& comm) {
     check_train_flags(flags);
     if (comm.rank() != 0) return;
     if (!flags.resume.empty()) {
+      const fs::path dir(flags.resume);
       std::error_code ec;
-      if (!fs::is_regular_file(fs::path(flags.resume) / "model.safetensors", ec))
-        throw IoError(flags.resume + ": nothing to resume: no model.safetensors in it");
-      f.model = detail::read_file(flags.resume + "/model.safetensors");
-      f.state = detail::read_file(flags.resume + "/train_state.safetensors");
-      f.metrics = detail::read_file(flags.resume + "/metrics.csv");
+      if (!fs::is_regular_file(dir / "train_state.safetensors", ec))
+        throw IoError(flags.resume + ": nothing to resume: no train_state.safetensors in it");
+      const std::string state_path = (dir / "train_state.safetensors").string();
+      f.state = detail::read_file(state_path);
+      // A train state of an older tapegrad, without the weights: the files beside it too.
+      if (!ckpt::holds_model(parse_safetensors(f.state, state_path).metadata)) {
+        f.model = detail::read_file((dir / "model.safetensors").string());
+        f.metrics = detail::read_file((dir / "metrics.csv").string());
+      }
     }
     if (!flags.init.empty()) f.init = detail::read_file(flags.init);
   });
@@ -169,7 +228,7 @@ Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
     ckpt::load_weights(*run.model, parse_safetensors(files.init, a.init).tensors, a.init);
   run.model->module().train();
   run.opt = make_optimizer(a, run.model->module().named_parameters());
-  if (checkpoint) restore(run, *checkpoint, files.metrics);
+  if (checkpoint) restore(run, *checkpoint);
   return run;
 }
 
@@ -178,23 +237,25 @@ void save(Run& run, int64_t done, double elapsed) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw IoError(run.args.out + ": cannot create the output folder: " + ec.message());
+  remove_stale_temps(out);
 
   NamedTensors state = run.opt->state_dict();
   state.emplace_back("step", from_indices({done}, {}));
   state.emplace_back("data.position", from_indices({run.data->position()}, {}));
   state.emplace_back("rng.data", ckpt::rng_state(run.data->rng()));
   state.emplace_back("rng.dropout", ckpt::rng_state(run.model->dropout_rng()));
-  const std::map<std::string, std::string> meta = {
-      {"tapegrad.args", run_args_json(run.args)},
-      {"tapegrad.data", run.data->kind_name()},
-      {"tapegrad.step", std::to_string(done)},
-      {"tapegrad.elapsed_s", num17(elapsed)}};
+  state.emplace_back("metrics", metrics_tensor(run.rows));
+  std::map<std::string, std::string> meta = {{"tapegrad.args", run_args_json(run.args)},
+                                             {"tapegrad.data", run.data->kind_name()},
+                                             {"tapegrad.elapsed_s", num17(elapsed)}};
+  ckpt::add_model(state, meta, *run.model, run.data->vocab(), done, ckpt::kWeightsPrefix);
+  // The checkpoint: once renamed, the run resumes from here whatever happens to the rest.
   write_safetensors((out / "train_state.safetensors").string(), state, meta);
+  ckpt::write_model((out / "model.safetensors").string(), *run.model, run.data->vocab(), done);
   write_text(out / "metrics.csv", metrics_csv(run.rows));
   const std::string title = "tapegrad train: " + std::string(run.data->kind_name()) + ", " +
                             run.model->summary() + ", " + std::to_string(done) + " updates";
   write_text(out / "loss.svg", loss_svg(run.rows, title));
-  ckpt::write_model((out / "model.safetensors").string(), *run.model, run.data->vocab(), done);
 }
 
 }  // namespace tg

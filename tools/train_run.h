@@ -33,7 +33,8 @@ struct Run {
 /// The files of --resume and --init. Rank 0 alone reads them and sends the bytes to the others:
 /// rank 0 wrote the checkpoint, so on machines without a shared filesystem only it has one.
 struct RootFiles {
-  std::string model, state, metrics, init;
+  std::string state, init;
+  std::string model, metrics;  // only beside a train state of an older tapegrad (no weights in it)
 };
 
 /// Checks the flags (every rank) and reads the files (rank 0); collective. Throws as
@@ -46,8 +47,12 @@ RootFiles read_root_files(const TrainArgs& flags, dist::Communicator& comm);
 /// --resume the state to continue from. Throws UsageError, IoError, ValueError, ShapeError.
 Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks);
 
-/// The run's state after `done` updates, `elapsed` seconds in all, into --out: the four files,
-/// each through a temporary name. Throws IoError / ValueError.
+/// The run's state after `done` updates, `elapsed` seconds in all, into --out: the checkpoint
+/// (train_state.safetensors, the whole state, weights and metrics rows included) first, then
+/// model.safetensors, metrics.csv and loss.svg from the same state, each through a temporary
+/// name (tools/checkpoint.h), after removing the temporary files a killed save left. A failure
+/// or a kill at any point leaves a checkpoint that resumes: the previous one or this one.
+/// Throws IoError / ValueError.
 void save(Run& run, int64_t done, double elapsed);
 
 }  // namespace tg

@@ -1,0 +1,181 @@
+// The checkpoint of `tapegrad train` as one unit, tried the way a user's run fails: the real
+// program as a subprocess, killed with SIGKILL at seeded random moments of a run that
+// checkpoints every 2 updates, resumed after each kill, ends with the weights and metrics rows
+// of the run never stopped, bit for bit, and a folder holding its four files and nothing else.
+// A folder whose train state is of the older kind (the weights in model.safetensors only)
+// still resumes exactly.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_util.h"
+#include <tapegrad/io/safetensors.h>
+
+namespace tg {
+namespace {
+
+namespace fs = std::filesystem;
+using test::slurp;
+using test::spit;
+using test::TempDir;
+
+const std::string kExe = TAPEGRAD_EXE;
+using Clock = std::chrono::steady_clock;
+
+// The metrics rows without the timing columns (tokens_per_s, elapsed_s), which differ by run.
+std::string metrics_without_timing(const fs::path& dir) {
+  std::string out;
+  std::istringstream in(slurp(dir / "metrics.csv"));
+  for (std::string line; std::getline(in, line);) {
+    std::size_t end = 0;  // the 6th comma: after step,lr,loss,grad_norm,val_loss,accuracy
+    for (int comma = 0; comma < 6 && end != std::string::npos; ++comma)
+      end = line.find(',', comma == 0 ? 0 : end + 1);
+    out += line.substr(0, end) + "\n";
+  }
+  return out;
+}
+
+// Starts the program with `args`, stdout and stderr into `err`; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& err) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::vector<char*> argv = {const_cast<char*>(kExe.c_str())};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  if (std::freopen(err.c_str(), "w", stderr) == nullptr ||
+      std::freopen("/dev/null", "w", stdout) == nullptr)
+    ::_exit(99);
+  ::execv(kExe.c_str(), argv.data());
+  ::_exit(98);
+}
+
+// A small real run that checkpoints every 2 updates (each evaluation saves), with dropout so
+// the dropout generator has to survive the kills too.
+std::vector<std::string> run_flags(const fs::path& text, const fs::path& out) {
+  return {"train", "--text", text, "--out", out, "--layers", "2", "--heads", "2", "--embd",
+          "16", "--block", "16", "--batch", "4", "--steps", "200", "--eval-every", "2",
+          "--eval-batches", "2", "--dropout", "0.1", "--threads", "1", "--seed", "3"};
+}
+
+TEST(TrainKill, KilledAtRandomMomentsAndResumedEqualsTheRunNeverStopped) {
+  TempDir dir;
+  spit(dir / "text.txt", test::repetitive_text());
+  const Clock::time_point t0 = Clock::now();
+  const test::Outcome whole = test::run(kExe, run_flags(dir / "text.txt", dir / "whole"));
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+
+  // Kills spread so that together they cover about the whole run: each invocation gets a
+  // random share of it, most of which lands in the middle of a save (the tiny model spends
+  // most of its time writing and fsyncing files).
+  constexpr int kKills = 40;
+  std::mt19937_64 rng(2026);
+  std::uniform_real_distribution<double> delay_ms(0.0, 2.0 * wall_ms / kKills);
+  const fs::path out = dir / "killed";
+  const std::vector<std::string> fresh = run_flags(dir / "text.txt", out);
+  std::vector<std::string> resume = fresh;
+  resume.insert(resume.end(), {"--resume", out.string()});
+  int killed = 0, resumed = 0;
+  bool finished = false;
+  for (int round = 0; round < kKills && !finished; ++round) {
+    // As a user would: resume when there is a checkpoint, else start again.
+    const bool has_checkpoint = fs::exists(out / "train_state.safetensors");
+    resumed += has_checkpoint;
+    const std::string err = dir.file("err" + std::to_string(round));
+    const pid_t pid = spawn(has_checkpoint ? resume : fresh, err);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms(rng)));
+    ::kill(pid, SIGKILL);  // a zombie when it ended already: then nothing happens
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status)) {
+      ASSERT_EQ(WTERMSIG(status), SIGKILL);
+      ++killed;
+      continue;
+    }
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round << ": " << slurp(err);
+    finished = true;
+  }
+  if (!finished) {
+    const test::Outcome last = test::run(kExe, resume);
+    ASSERT_EQ(last.status, 0) << last.err;
+  }
+  EXPECT_GE(killed, kKills / 2) << "most rounds should have been killed mid-run";
+  EXPECT_GE(resumed, kKills / 4);
+
+  EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(out / "model.safetensors"))
+      << "the weights differ from the run never stopped";
+  EXPECT_EQ(metrics_without_timing(dir / "whole"), metrics_without_timing(out));
+  const SafeTensors a = read_safetensors(dir / "whole/train_state.safetensors");
+  const SafeTensors b = read_safetensors(out / "train_state.safetensors");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& [name, t] = a.tensors[i];
+    SCOPED_TRACE(name);
+    ASSERT_EQ(b.tensors[i].first, name);
+    if (name == "metrics") continue;  // its timing columns differ
+    EXPECT_EQ(t.shape().str(), b.tensors[i].second.shape().str());
+    EXPECT_TRUE(t.to_vector() == b.tensors[i].second.to_vector());
+  }
+  // What the kills left behind (temporary files of unfinished saves) is gone.
+  EXPECT_EQ(test::files_in(out), (std::set<std::string>{"model.safetensors", "train_state.safetensors",
+                                                        "metrics.csv", "loss.svg"}));
+}
+
+// A train state as tapegrad wrote it before it carried the weights and the metrics rows: they
+// come from model.safetensors and metrics.csv, which must then be from the same update.
+TEST(TrainKill, OlderTrainStateResumesFromTheFilesBesideIt) {
+  TempDir dir;
+  spit(dir / "text.txt", test::repetitive_text());
+  // A constant rate, so that a run of 16 updates has the first 16 rates of a run of 30.
+  auto flags = [&](const fs::path& out, const char* steps) {
+    std::vector<std::string> a = run_flags(dir / "text.txt", out);
+    for (std::size_t i = 0; i + 1 < a.size(); ++i)
+      if (a[i] == "--steps") a[i + 1] = steps;
+    a.insert(a.end(), {"--lr", "1e-2", "--lr-min", "1e-2", "--warmup", "0"});
+    return a;
+  };
+  ASSERT_EQ(test::run(kExe, flags(dir / "whole", "30")).status, 0);
+  ASSERT_EQ(test::run(kExe, flags(dir / "old", "16")).status, 0);
+  const fs::path state_file = dir / "old/train_state.safetensors";
+  SafeTensors st = read_safetensors(state_file);
+  NamedTensors old_tensors;
+  for (const auto& [name, t] : st.tensors)
+    if (name.rfind("model.", 0) != 0 && name != "metrics") old_tensors.emplace_back(name, t);
+  for (const char* key : {"tapegrad.config", "tapegrad.vocab", "tapegrad.arch"})
+    st.metadata.erase(key);
+  write_safetensors(state_file, old_tensors, st.metadata);
+
+  const std::string before = slurp(dir / "old/model.safetensors");
+  spit(dir / "old/model.safetensors", slurp(dir / "whole/model.safetensors"));  // update 30
+  std::vector<std::string> resume = flags(dir / "old", "30");
+  resume.insert(resume.end(), {"--resume", dir.file("old")});
+  const test::Outcome mixed = test::run(kExe, resume);
+  EXPECT_EQ(mixed.status, 1);
+  EXPECT_NE(mixed.err.find("is from update 30 but train_state.safetensors from 16"),
+            std::string::npos) << mixed.err;
+
+  spit(dir / "old/model.safetensors", before);
+  const test::Outcome r = test::run(kExe, resume);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(dir / "old/model.safetensors"));
+  EXPECT_EQ(metrics_without_timing(dir / "whole"), metrics_without_timing(dir / "old"));
+  // The next save wrote the train state of today, weights included.
+  EXPECT_EQ(read_safetensors(state_file).metadata.count("tapegrad.config"), 1u);
+}
+
+}  // namespace
+}  // namespace tg
