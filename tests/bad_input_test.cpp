@@ -109,7 +109,26 @@ const std::vector<BadCase>& bad_cases() {
       {"rope_odd", [] { tg::rope(z({2, 3})); }, Kind::Shape, {"rope", "(2, 3)"}},
       {"rope_base", [] { tg::rope(z({2, 2}), -1.0); }, Kind::Value, {"rope", "base"}},
       {"scale_undefined", [] { tg::scale(Tensor(), 2.0); }, Kind::Value, {"scale", "undefined"}},
-      // causal_attention
+      // causal_attention: the message says which axis differs
+      {"causal_attention_T_differs",
+       [] { tg::causal_attention(z({4, 2}), z({5, 2}), z({5, 2}), 1); }, Kind::Shape,
+       {"causal_attention", "K must have Q's T = 4 rows on axis -2 (T), got 5",
+        "(4, 2), (5, 2), (5, 2)"}},
+      {"causal_attention_T_offset",
+       [] { tg::causal_attention(z({2, 4, 2}), z({2, 5, 2}), z({2, 5, 2}), 1, 0, 2); },
+       Kind::Shape, {"causal_attention", "query_offset + T = 2 + 4 = 6 rows", "got 5"}},
+      {"causal_attention_batch_differs",
+       [] { tg::causal_attention(z({2, 3, 4}), z({3, 3, 4}), z({3, 3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "Q and K differ on axis -3: 2 and 3", "(2, 3, 4), (3, 3, 4)"}},
+      {"causal_attention_d_differs",
+       [] { tg::causal_attention(z({3, 4}), z({3, 5}), z({3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "Q and K differ on axis -1 (d): 4 and 5"}},
+      {"causal_attention_ranks_differ",
+       [] { tg::causal_attention(z({2, 3, 4}), z({3, 4}), z({3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "same rank", "ranks 3, 2 and 2"}},
+      {"causal_attention_v_T_differs",
+       [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({2, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "V must share K's axis -2 (T), 3, got 2"}},
       {"causal_attention_qk",
        [] { tg::causal_attention(z({2, 3, 4}), z({2, 3, 5}), z({2, 3, 4}), 1); }, Kind::Shape,
        {"causal_attention", "(2, 3, 4)", "(2, 3, 5)"}},
@@ -221,6 +240,26 @@ TEST(BadInput, ThrowsTheRightErrorWithAClearMessage) {
       ADD_FAILURE() << "not a tg::Error: " << e.what();
     } catch (...) {
       ADD_FAILURE() << "not a std::exception";
+    }
+  }
+}
+
+// Ranks that are equal are never blamed: the message names the axis that differs.
+TEST(BadInput, AttentionShapeErrorsNameTheAxisNotTheRank) {
+  const std::vector<std::function<void()>> equal_ranks = {
+      [] { tg::causal_attention(z({4, 2}), z({5, 2}), z({5, 2}), 1); },
+      [] { tg::causal_attention(z({2, 3, 4}), z({3, 3, 4}), z({3, 3, 4}), 1); },
+      [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({2, 4}), 1); },
+      [] { tg::causal_attention_heads(z({2, 3, 4}), z({2, 3, 4}), z({2, 5, 4}), 2, 1); }};
+  for (std::size_t i = 0; i < equal_ranks.size(); ++i) {
+    SCOPED_TRACE(i);
+    try {
+      equal_ranks[i]();
+      ADD_FAILURE() << "no exception";
+    } catch (const tg::ShapeError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find("rank"), std::string::npos) << m;
+      EXPECT_NE(m.find("axis -"), std::string::npos) << m;
     }
   }
 }
