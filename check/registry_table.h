@@ -81,5 +81,6 @@ class Table {
 // Row groups defined in other files of check/.
 void training_op_cases(Table& t);  // check/registry_training.cpp
 void index_op_cases(Table& t);     // check/registry_index.cpp
+void dims_op_cases(Table& t);      // check/registry_dims.cpp
 
 }  // namespace tg::detail

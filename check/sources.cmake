@@ -5,4 +5,5 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry.cpp
   check/registry_training.cpp
   check/registry_index.cpp
+  check/registry_dims.cpp
 )

@@ -8,7 +8,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -97,6 +99,83 @@ template <class T>
 void sum_axis(const T* x, const AxisReduction& r, T* y, Accum<T> scale = 1) {
   for (int64_t o = 0; o < r.outer; ++o)
     sum_rows(x + o * r.n * r.inner, r.n, r.inner, y + o * r.inner, scale);
+}
+
+/// A reduction over several axes: the output's shape, the shape with the reduced axes kept as 1
+/// (what the derivative broadcasts back from), and n, the count of elements per output entry.
+struct AxesReduction {
+  Shape in, out, kept;
+  std::array<bool, kMaxRank> reduced{};
+  int64_t n = 1;
+};
+
+/// dims as PyTorch's sum(x, dims): negative counts from the end, an empty list means every
+/// axis. Throws ShapeError naming `op`, the dims and the shape for a dim out of range or one
+/// given twice.
+inline AxesReduction axes_reduction(const Shape& s, const std::vector<int>& dims, bool keepdim,
+                                    const char* op) {
+  auto dims_str = [&] {
+    std::string t = "(";
+    for (std::size_t i = 0; i < dims.size(); ++i) t += (i ? ", " : "") + std::to_string(dims[i]);
+    return t + (dims.size() == 1 ? ",)" : ")");
+  };
+  AxesReduction r;
+  r.in = s;
+  const int rank = s.rank();
+  for (int d : dims) {
+    if (d < -rank || d >= rank)
+      throw ShapeError(std::string(op) + ": dim " + std::to_string(d) + " of dims " + dims_str() +
+                       " is out of range for shape " + s.str());
+    const int ax = d < 0 ? d + rank : d;
+    if (r.reduced[ax])
+      throw ShapeError(std::string(op) + ": dim " + std::to_string(d) + " appears more than once in dims " +
+                       dims_str() + " for shape " + s.str());
+    r.reduced[ax] = true;
+  }
+  if (dims.empty()) r.reduced.fill(true);
+  std::vector<int64_t> kept = s.vec(), dropped;
+  for (int i = 0; i < rank; ++i) {
+    if (r.reduced[i]) {
+      r.n *= s[i];
+      kept[i] = 1;
+    } else {
+      dropped.push_back(s[i]);
+    }
+  }
+  r.kept = Shape(kept);
+  r.out = keepdim ? r.kept : Shape(dropped);
+  return r;
+}
+
+/// y = scale * the sums of x over the reduction's axes, accumulated in Accum<T>: x is walked in
+/// order (four loops, the rank padded with leading 1s) and each element added to its output.
+template <class T>
+void sum_axes(const T* x, const AxesReduction& r, T* y, Accum<T> scale = 1) {
+  const int rank = r.in.rank(), off = kMaxRank - rank;
+  std::array<int64_t, kMaxRank> dims{}, ost{};
+  dims.fill(1);
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    dims[off + i] = r.in[i];
+    ost[off + i] = r.reduced[i] ? 0 : stride;
+    if (!r.reduced[i]) stride *= r.in[i];
+  }
+  std::vector<Accum<T>> acc(static_cast<std::size_t>(r.out.numel()), Accum<T>(0));
+  static_assert(kMaxRank == 4, "sum_axes walks four loops");
+  const T* px = x;
+  for (int64_t i0 = 0; i0 < dims[0]; ++i0)
+    for (int64_t i1 = 0; i1 < dims[1]; ++i1)
+      for (int64_t i2 = 0; i2 < dims[2]; ++i2, px += dims[3]) {
+        Accum<T>* a = acc.data() + i0 * ost[0] + i1 * ost[1] + i2 * ost[2];
+        if (ost[3] == 0) {
+          Accum<T> s = 0;
+          for (int64_t i3 = 0; i3 < dims[3]; ++i3) s += px[i3];
+          *a += s;
+        } else {
+          for (int64_t i3 = 0; i3 < dims[3]; ++i3) a[i3] += px[i3];
+        }
+      }
+  for (std::size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<T>(scale * acc[i]);
 }
 
 }  // namespace tg::detail

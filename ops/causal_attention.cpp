@@ -49,9 +49,41 @@ std::string rule(Layout layout, int64_t query_offset) {
   const std::string r = layout == Layout::heads
                             ? "Q and K must be (T, H d) or (B, T, H d) and V (T, H d_v) or "
                               "(B, T, H d_v)"
-                            : "Q and K must be (..., T, d) and V (..., T, d_v) of the same rank "
-                              ">= 2";
+                            : "Q and K must be (..., T, d) and V (..., T, d_v)";
   return query_offset ? r + ", K and V with query_offset + T rows" : r;
+}
+
+// Which axis breaks the layout, said plainly: a rank out of range, ranks that differ, or the
+// first axis where K leaves Q's shape (T_k = query_offset + T rows) or V leaves K's.
+template <class Fail>
+void check_axes(const Tensor& Q, const Tensor& K, const Tensor& V, bool packed,
+                int64_t query_offset, Fail&& fail) {
+  const int r = Q.rank(), max_rank = packed ? 3 : kMaxRank;
+  if (r < 2 || r > max_rank)
+    fail("Q must have rank 2 to " + std::to_string(max_rank) + ", got rank " + std::to_string(r));
+  if (K.rank() != r || V.rank() != r)
+    fail("Q, K and V must have the same rank, got ranks " + std::to_string(r) + ", " +
+         std::to_string(K.rank()) + " and " + std::to_string(V.rank()));
+  auto axis = [r](int a) {
+    return "axis " + std::to_string(a - r) + (a == r - 2 ? " (T)" : a == r - 1 ? " (d)" : "");
+  };
+  const int64_t T = Q.size(-2), T_k = query_offset + T;
+  for (int a = 0; a < r; ++a) {
+    const int64_t want = a == r - 2 ? T_k : Q.shape()[a];
+    if (K.shape()[a] == want) continue;
+    if (a == r - 2)
+      fail("K must have " +
+           (query_offset ? "query_offset + T = " + std::to_string(query_offset) + " + " +
+                               std::to_string(T) + " = " + std::to_string(T_k)
+                         : "Q's T = " + std::to_string(T)) +
+           " rows on " + axis(a) + ", got " + std::to_string(K.shape()[a]));
+    fail("Q and K differ on " + axis(a) + ": " + std::to_string(Q.shape()[a]) + " and " +
+         std::to_string(K.shape()[a]));
+  }
+  for (int a = 0; a < r - 1; ++a)
+    if (V.shape()[a] != K.shape()[a])
+      fail("V must share K's " + axis(a) + ", " + std::to_string(K.shape()[a]) + ", got " +
+           std::to_string(V.shape()[a]));
 }
 
 // The one shape check of the three layouts, and the kernels' dims from it: K is Q's shape but
@@ -76,14 +108,9 @@ AttentionDims check_layout(Layout layout, const Tensor& Q, const Tensor& K, cons
   };
   if (packed && heads < 1)
     throw ValueError(op + ": heads must be at least 1, got " + std::to_string(heads));
-  if (Q.rank() < 2 || Q.rank() > (packed ? 3 : kMaxRank) || V.rank() != Q.rank() ||
-      K.shape() != with_rows(Q, query_offset + Q.size(-2)))
-    fail(rule(layout, query_offset));
-  for (int a = 0; a < Q.rank() - 1; ++a)
-    if (K.shape()[a] != V.shape()[a])
-      fail(std::string(packed ? "Q, K and V must share B and T"
-                              : "Q, K and V must share their leading axes and T") +
-           (query_offset ? " (query_offset + T for K and V)" : ""));
+  check_axes(Q, K, V, packed, query_offset, [&](const std::string& why) {
+    fail(why + " (" + rule(layout, query_offset) + ")");
+  });
   if (qkv && Q.size(-1) % (3 * heads) != 0) fail("3 x heads must divide the last axis");
   if (layout == Layout::heads && (Q.size(-1) % heads != 0 || V.size(-1) % heads != 0))
     fail("the heads must divide the last axes");

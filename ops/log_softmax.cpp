@@ -1,6 +1,6 @@
-// log_softmax: Y = X - max - log(sum(exp(X - max)));  dX = dY - exp(Y) sum(dY, -1)
-// A fully masked row (max = -inf) is defined as all -inf with zero gradient: there exp(Y) = 0
-// would pass dY straight through, so such rows are zeroed by a constant keep mask.
+// log_softmax: Y = X - max - log(sum(exp(X - max))) along dim;  dX = dY - exp(Y) sum(dY, dim)
+// A fully masked slice (max = -inf) is defined as all -inf with zero gradient: there exp(Y) = 0
+// would pass dY straight through, so such slices are zeroed by a constant keep mask.
 
 #include <tapegrad/ops/log_softmax.h>
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/accumulate.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
@@ -19,68 +20,105 @@ namespace tg {
 
 namespace {
 
-// (..., 1): 0 for the fully masked rows, 1 for the others; undefined when no row is masked.
-Tensor live_rows(const Tensor& Y) {
-  const int64_t n = Y.size(-1), rows = n ? Y.numel() / n : 0;
-  std::vector<int64_t> kept = Y.shape().vec();
-  kept.back() = 1;
+using Stride = Eigen::InnerStride<Eigen::Dynamic>;
+template <class T>
+using Slice = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
+template <class T>
+using CSlice = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
+
+// Calls f(o, start) for every slice along the reduction's axis: the slice holds r.n entries
+// from `start`, r.inner apart (1 apart for the last axis, where the maps are contiguous).
+template <class F>
+void for_each_slice(const detail::AxisReduction& r, F&& f) {
+  if (r.n == 0) return;
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) f(o * r.inner + i, o * r.n * r.inner + i);
+}
+
+// The slices' keep mask (the input's shape with dim kept as 1): 0 for the fully masked slices,
+// 1 for the others; undefined when no slice is masked.
+Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
   return dispatch(Y.dtype(), [&]<class T>() {
-    const T* y = Y.data<T>();
-    Tensor keep(Shape(kept), Y.dtype());
+    Tensor keep(r.kept, Y.dtype());
     T* k = keep.data<T>();
     bool any_dead = false;
-    for (int64_t r = 0; r < rows; ++r) {
-      k[r] = (detail::CMapArr<T>(y + r * n, n) == -std::numeric_limits<T>::infinity()).all() ? T(0)
-                                                                                             : T(1);
-      any_dead = any_dead || k[r] == T(0);
-    }
+    for_each_slice(r, [&](int64_t at, int64_t start) {
+      const CSlice<T> y(Y.data<T>() + start, r.n, Stride(r.inner));
+      k[at] = (y == -std::numeric_limits<T>::infinity()).all() ? T(0) : T(1);
+      any_dead = any_dead || k[at] == T(0);
+    });
     return any_dead ? keep : Tensor();
   });
 }
 
+template <class T, class In, class Out>
+void log_softmax_slice(const In& x, Out&& y) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const T mx = x.template maxCoeff<Eigen::PropagateNaN>();
+  if (mx == ninf) {
+    y.setConstant(ninf);
+    return;
+  }
+  // Masked entries add exactly 0 to the sum (Eigen's exp(-inf) is a denormal, not 0).
+  const T lse = std::log((x == ninf).select(T(0), (x - mx).exp()).sum());
+  y = (x - mx) - lse;  // -inf stays -inf; NaN or +inf in the slice give NaN, as in PyTorch
+}
+
+template <class T, class In, class Out>
+void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  if ((y == ninf).all()) {
+    dx.setZero();
+    return;
+  }
+  dx = dy - (y == ninf).select(T(0), y.exp()) * dy.sum();
+}
+
 }  // namespace
 
-Tensor log_softmax(const Tensor& X, const std::source_location& where) {
+Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) {
   detail::check_floating("log_softmax", X);
   detail::check_min_rank("log_softmax", X, 1);
+  const detail::AxisReduction r = detail::axis_reduction(X.shape(), dim, true, "log_softmax");
   Tensor Y(X.shape(), X.dtype());
-  const int64_t n = X.size(-1), rows = n ? X.numel() / n : 0;
   dispatch(X.dtype(), [&]<class T>() {
-    const T ninf = -std::numeric_limits<T>::infinity();
-    for (int64_t r = 0; r < rows; ++r) {
-      auto x = detail::CMapArr<T>(X.data<T>() + r * n, n);
-      auto y = detail::MapArr<T>(Y.data<T>() + r * n, n);
-      const T mx = x.template maxCoeff<Eigen::PropagateNaN>();
-      if (mx == ninf) {
-        y.setConstant(ninf);
-        continue;
-      }
-      // Masked entries add exactly 0 to the sum (Eigen's exp(-inf) is a denormal, not 0).
-      const T lse = std::log((x == ninf).select(T(0), (x - mx).exp()).sum());
-      y = (x - mx) - lse;  // -inf stays -inf; NaN or +inf in the row give NaN, as in PyTorch
+    if (X.numel() == 0) return;
+    if (r.inner == 1) {  // the last axis: contiguous slices, the fast path
+      const int64_t n = r.n;
+      for (int64_t o = 0; o < r.outer; ++o)
+        log_softmax_slice<T>(detail::CMapArr<T>(X.data<T>() + o * n, n),
+                             detail::MapArr<T>(Y.data<T>() + o * n, n));
+      return;
     }
+    for_each_slice(r, [&](int64_t, int64_t start) {
+      log_softmax_slice<T>(CSlice<T>(X.data<T>() + start, r.n, Stride(r.inner)),
+                           Slice<T>(Y.data<T>() + start, r.n, Stride(r.inner)));
+    });
   });
   return record("log_softmax", Y, {X}, where)
-      .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
-        const Tensor dX = sub(dY, mul(exp(Y), sum(dY, -1, true)));
-        const Tensor keep = live_rows(Y);
+      .formula([dim, r](const Tensor& dY, const Tensor& Y) -> Grads {
+        const Tensor dX = sub(dY, mul(exp(Y), sum(dY, dim, true)));
+        const Tensor keep = live_slices(Y, r);
         return {keep.defined() ? mul(dX, keep) : dX};
       })
-      .kernel([](const Tensor& dY, const Tensor& Y) -> Grads {
+      .kernel([r](const Tensor& dY, const Tensor& Y) -> Grads {
         Tensor dX(Y.shape(), Y.dtype());
-        const int64_t n = Y.size(-1), rows = n ? Y.numel() / n : 0;
         dispatch(Y.dtype(), [&]<class T>() {
-          const T ninf = -std::numeric_limits<T>::infinity();
-          for (int64_t r = 0; r < rows; ++r) {
-            auto y = detail::CMapArr<T>(Y.data<T>() + r * n, n);
-            auto dy = detail::CMapArr<T>(dY.data<T>() + r * n, n);
-            auto dx = detail::MapArr<T>(dX.data<T>() + r * n, n);
-            if ((y == ninf).all()) {
-              dx.setZero();
-              continue;
-            }
-            dx = dy - (y == ninf).select(T(0), y.exp()) * dy.sum();
+          if (Y.numel() == 0) return;
+          if (r.inner == 1) {
+            const int64_t n = r.n;
+            for (int64_t o = 0; o < r.outer; ++o)
+              log_softmax_grad_slice<T>(detail::CMapArr<T>(Y.data<T>() + o * n, n),
+                                        detail::CMapArr<T>(dY.data<T>() + o * n, n),
+                                        detail::MapArr<T>(dX.data<T>() + o * n, n));
+            return;
           }
+          for_each_slice(r, [&](int64_t, int64_t start) {
+            const Stride s(r.inner);
+            log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, r.n, s),
+                                      CSlice<T>(dY.data<T>() + start, r.n, s),
+                                      Slice<T>(dX.data<T>() + start, r.n, s));
+          });
         });
         return {dX};
       });

@@ -1,5 +1,5 @@
-// mean: Y = sum_i X_i / n (all, or along one axis of size n);
-//   dX = broadcast_to(dY / n with the axis kept, X.shape)
+// mean: Y = sum_i X_i / n (all, along one axis of size n, or over axes of n elements in all);
+//   dX = broadcast_to(dY / n with the reduced axes kept as 1, X.shape)
 // float32 sums are accumulated in double, so the mean of 2e7 float ones is exactly 1.
 
 #include <tapegrad/ops/mean.h>
@@ -32,6 +32,21 @@ Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location&
   Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
     detail::sum_axis(X.data<T>(), r, Y.data<T>(), detail::Accum<T>(1) / detail::Accum<T>(r.n));
+  });
+  return record("mean", Y, {X}, where)
+      .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
+        return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
+      });
+}
+
+Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
+            const std::source_location& where) {
+  detail::check_floating("mean", X);
+  const detail::AxesReduction r = detail::axes_reduction(X.shape(), dims, keepdim, "mean");
+  if (dims.size() == 1) return mean(X, dims[0], keepdim, where);  // the one-axis kernel
+  Tensor Y(r.out, X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    detail::sum_axes(X.data<T>(), r, Y.data<T>(), detail::Accum<T>(1) / detail::Accum<T>(r.n));
   });
   return record("mean", Y, {X}, where)
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {

@@ -38,6 +38,15 @@ std::vector<OpInfo> rows() {
        [](X x) { return causal_attention_qkv(x[0], 4, 0.125); }},
       {"cross_entropy", other, real, {{12 * 64, kV}},
        [](X x) { return cross_entropy(x[0], sample_indices({x[0].size(0)})); }},
+      {"cross_entropy_options", other, real, {{12, 64, kV}},
+       [](X x) {
+         std::vector<double> w(kV);
+         for (int64_t v = 0; v < kV; ++v) w[v] = 0.5 + static_cast<double>(v % 3);
+         return cross_entropy(x[0], sample_indices({12, 64}),
+                              {.weight = from_vector(w, {kV}).to(x[0].dtype()),
+                               .ignore_index = -1,
+                               .label_smoothing = 0.1});
+       }},
       {"div", binary, positive, {act, act}, [](X x) { return div(x[0], x[1]); }},
       {"dropout", other, real, {act},
        [](X x) {
@@ -53,8 +62,10 @@ std::vector<OpInfo> rows() {
        [](X x) { return layer_norm(x[0], x[1], x[2]); }},
       {"log", unary, positive, {act}, [](X x) { return log(x[0]); }},
       {"log_softmax", other, real, {scores}, [](X x) { return log_softmax(x[0]); }},
+      {"log_softmax_dim", other, real, {scores}, [](X x) { return log_softmax(x[0], -2); }},
       {"matmul", other, real, {act, {kD, kD}}, [](X x) { return matmul(x[0], x[1]); }},
       {"mean", other, real, {act}, [](X x) { return mean(x[0], -1, true); }},
+      {"mean_dims", other, real, {act}, [](X x) { return mean(x[0], {0, 1}); }},
       {"mul", binary, real, {act, act}, [](X x) { return mul(x[0], x[1]); }},
       {"narrow", other, real, {act}, [](X x) { return narrow(x[0], -1, 8, kD / 2); }},
       {"permute", other, real, {{2, kT, 4, kD}}, [](X x) { return permute(x[0], {0, 2, 1, 3}); }},
@@ -64,14 +75,17 @@ std::vector<OpInfo> rows() {
       {"rsqrt", unary, positive, {act}, [](X x) { return rsqrt(x[0]); }},
       {"scale", unary, real, {scores}, [](X x) { return scale(x[0], 0.125); }},
       {"softmax", other, real, {scores}, [](X x) { return softmax(x[0]); }},
+      {"softmax_dim", other, real, {scores}, [](X x) { return softmax(x[0], -2); }},
       {"split", other, real, {act}, [](X x) { return split(x[0], kD / 2, -1)[1]; }},
       {"sqrt", unary, positive, {act}, [](X x) { return sqrt(x[0]); }},
       {"sub", binary, real, {act, act}, [](X x) { return sub(x[0], x[1]); }},
       {"sum", other, real, {act}, [](X x) { return sum(x[0], -1, true); }},
+      {"sum_dims", other, real, {act}, [](X x) { return sum(x[0], {0, 1}); }},
       {"sum_of_squares", other, real, {act}, [](X x) { return sum_of_squares(x[0]); }},
       {"sum_to", other, real, {act}, [](X x) { return sum_to(x[0], {kT, kD}); }},
       {"tanh", unary, real, {act}, [](X x) { return tanh(x[0]); }},
       {"transpose", other, real, {act}, [](X x) { return transpose(x[0]); }},
+      {"transpose_dims", other, real, {{2, kT, 4, kD}}, [](X x) { return transpose(x[0], 1, 2); }},
   };
 }
 

@@ -69,7 +69,9 @@ inline constexpr auto tanh = [](const Tensor& x, const Where& w = Where::current
 inline constexpr auto sqrt = [](const Tensor& x, const Where& w = Where::current()) { return tg::sqrt(x, w); };
 inline constexpr auto rsqrt = [](const Tensor& x, const Where& w = Where::current()) { return tg::rsqrt(x, w); };
 inline constexpr auto relu = [](const Tensor& x, const Where& w = Where::current()) { return tg::relu(x, w); };
-inline constexpr auto softmax = [](const Tensor& x, const Where& w = Where::current()) { return tg::softmax(x, w); };
+inline constexpr auto softmax = [](const Tensor& x, int dim = -1, const Where& w = Where::current()) {
+  return tg::softmax(x, dim, w);
+};
 inline constexpr auto gelu = [](const Tensor& x, GeluApproximate a = GeluApproximate::none,
                                 const Where& w = Where::current()) { return tg::gelu(x, a, w); };
 }  // namespace fn

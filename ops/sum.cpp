@@ -1,4 +1,5 @@
-// sum: Y = sum_i X_i (all, or along one axis);  dX = broadcast_to(dY with the axis kept, X.shape)
+// sum: Y = sum_i X_i (all, along one axis, or over several);
+//   dX = broadcast_to(dY with the reduced axes kept as 1, X.shape)
 // float32 accumulates in double (ops/accumulate.h).
 
 #include <tapegrad/ops/sum.h>
@@ -27,6 +28,18 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), axis, keepdim, "sum");
   Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() { detail::sum_axis(X.data<T>(), r, Y.data<T>()); });
+  return record("sum", Y, {X}, where).formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
+    return {broadcast_to(reshape(dY, kept.vec()), sX)};
+  });
+}
+
+Tensor sum(const Tensor& X, const std::vector<int>& dims, bool keepdim,
+           const std::source_location& where) {
+  detail::check_defined("sum", X, "input");
+  const detail::AxesReduction r = detail::axes_reduction(X.shape(), dims, keepdim, "sum");
+  if (dims.size() == 1) return sum(X, dims[0], keepdim, where);  // the one-axis kernel
+  Tensor Y(r.out, X.dtype());
+  dispatch(X.dtype(), [&]<class T>() { detail::sum_axes(X.data<T>(), r, Y.data<T>()); });
   return record("sum", Y, {X}, where).formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
     return {broadcast_to(reshape(dY, kept.vec()), sX)};
   });

@@ -1,5 +1,7 @@
 #pragma once
 #include <source_location>
+#include <vector>
+
 #include <tapegrad/autograd/tensor.h>
 
 namespace tg {
@@ -8,4 +10,10 @@ Tensor sum(const Tensor& x, const std::source_location& where = std::source_loca
 /// The sum along one axis (negative counts from the end), kept as size 1 when keepdim.
 /// Throws ShapeError for a bad axis.
 Tensor sum(const Tensor& x, int axis, bool keepdim = false, const std::source_location& where = std::source_location::current());
+/// The sum over several axes, as torch.sum(x, dims, keepdim): `sum(x, {0, 2}, true)`; negative
+/// dims count from the end, and an empty std::vector means every axis (as PyTorch's dim=[]; a
+/// bare `{}` or `{d}` picks the one-axis form above). Throws ShapeError for a dim out of range
+/// or given twice.
+Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim = false,
+           const std::source_location& where = std::source_location::current());
 }  // namespace tg

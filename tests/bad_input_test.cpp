@@ -100,16 +100,59 @@ const std::vector<BadCase>& bad_cases() {
       {"permute_out_of_range", [] { tg::permute(z({2, 3}), {0, 2}); }, Kind::Shape,
        {"permute", "(0, 2)", "(2, 3)"}},
       {"transpose_rank1", [] { tg::transpose(z({3})); }, Kind::Shape, {"transpose", "(3,)"}},
+      {"transpose_dim_out_of_range", [] { tg::transpose(z({2, 3}), 0, 2); }, Kind::Shape,
+       {"transpose", "dim 2", "out of range", "(2, 3)"}},
+      {"transpose_negative_dim", [] { tg::transpose(z({2, 3, 4}), -4, 0); }, Kind::Shape,
+       {"transpose", "dim -4", "(2, 3, 4)", "[-3, 3)"}},
       // reductions, softmax, rope
       {"sum_axis", [] { tg::sum(z({2, 3}), 2); }, Kind::Shape, {"sum", "axis 2", "(2, 3)"}},
       {"sum_negative_axis", [] { tg::sum(z({2, 3}), -3); }, Kind::Shape, {"sum", "-3", "(2, 3)"}},
       {"sum_axis_rank0", [] { tg::sum(tg::scalar(1), 0); }, Kind::Shape, {"sum", "()"}},
       {"softmax_rank0", [] { tg::softmax(tg::scalar(1)); }, Kind::Shape, {"softmax", "()"}},
+      {"softmax_dim", [] { tg::softmax(z({2, 3}), 2); }, Kind::Shape,
+       {"softmax", "axis 2", "(2, 3)"}},
+      {"softmax_negative_dim", [] { tg::softmax(z({2, 3}), -3); }, Kind::Shape,
+       {"softmax", "axis -3", "(2, 3)"}},
+      {"log_softmax_dim", [] { tg::log_softmax(z({2, 3, 4}), 3); }, Kind::Shape,
+       {"log_softmax", "axis 3", "(2, 3, 4)"}},
+      {"log_softmax_rank0_dim", [] { tg::log_softmax(tg::scalar(1), 0); }, Kind::Shape,
+       {"log_softmax", "()"}},
+      {"sum_dims_out_of_range", [] { tg::sum(z({2, 3}), {0, 2}); }, Kind::Shape,
+       {"sum", "dim 2", "dims (0, 2)", "(2, 3)"}},
+      {"sum_dims_negative", [] { tg::sum(z({2, 3}), {-3, 0}, true); }, Kind::Shape,
+       {"sum", "dim -3", "(2, 3)"}},
+      {"sum_dims_repeated", [] { tg::sum(z({2, 3}), {1, -1}); }, Kind::Shape,
+       {"sum", "dim -1", "more than once", "dims (1, -1)", "(2, 3)"}},
+      {"mean_dims_out_of_range", [] { tg::mean(z({2, 3, 4}), {1, 3}, true); }, Kind::Shape,
+       {"mean", "dim 3", "dims (1, 3)", "(2, 3, 4)"}},
+      {"mean_dims_repeated", [] { tg::mean(z({2, 3}), {0, 0}); }, Kind::Shape,
+       {"mean", "more than once", "(2, 3)"}},
+      {"mean_dims_int64", [] { tg::mean(tg::from_indices({1, 2}, {2}), {0, -1}); }, Kind::Value,
+       {"mean", "int64", "(2,)"}},
       {"rope_rank1", [] { tg::rope(z({4})); }, Kind::Shape, {"rope", "(4,)"}},
       {"rope_odd", [] { tg::rope(z({2, 3})); }, Kind::Shape, {"rope", "(2, 3)"}},
       {"rope_base", [] { tg::rope(z({2, 2}), -1.0); }, Kind::Value, {"rope", "base"}},
       {"scale_undefined", [] { tg::scale(Tensor(), 2.0); }, Kind::Value, {"scale", "undefined"}},
-      // causal_attention
+      // causal_attention: the message says which axis differs
+      {"causal_attention_T_differs",
+       [] { tg::causal_attention(z({4, 2}), z({5, 2}), z({5, 2}), 1); }, Kind::Shape,
+       {"causal_attention", "K must have Q's T = 4 rows on axis -2 (T), got 5",
+        "(4, 2), (5, 2), (5, 2)"}},
+      {"causal_attention_T_offset",
+       [] { tg::causal_attention(z({2, 4, 2}), z({2, 5, 2}), z({2, 5, 2}), 1, 0, 2); },
+       Kind::Shape, {"causal_attention", "query_offset + T = 2 + 4 = 6 rows", "got 5"}},
+      {"causal_attention_batch_differs",
+       [] { tg::causal_attention(z({2, 3, 4}), z({3, 3, 4}), z({3, 3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "Q and K differ on axis -3: 2 and 3", "(2, 3, 4), (3, 3, 4)"}},
+      {"causal_attention_d_differs",
+       [] { tg::causal_attention(z({3, 4}), z({3, 5}), z({3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "Q and K differ on axis -1 (d): 4 and 5"}},
+      {"causal_attention_ranks_differ",
+       [] { tg::causal_attention(z({2, 3, 4}), z({3, 4}), z({3, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "same rank", "ranks 3, 2 and 2"}},
+      {"causal_attention_v_T_differs",
+       [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({2, 4}), 1); }, Kind::Shape,
+       {"causal_attention", "V must share K's axis -2 (T), 3, got 2"}},
       {"causal_attention_qk",
        [] { tg::causal_attention(z({2, 3, 4}), z({2, 3, 5}), z({2, 3, 4}), 1); }, Kind::Shape,
        {"causal_attention", "(2, 3, 4)", "(2, 3, 5)"}},
@@ -221,6 +264,26 @@ TEST(BadInput, ThrowsTheRightErrorWithAClearMessage) {
       ADD_FAILURE() << "not a tg::Error: " << e.what();
     } catch (...) {
       ADD_FAILURE() << "not a std::exception";
+    }
+  }
+}
+
+// Ranks that are equal are never blamed: the message names the axis that differs.
+TEST(BadInput, AttentionShapeErrorsNameTheAxisNotTheRank) {
+  const std::vector<std::function<void()>> equal_ranks = {
+      [] { tg::causal_attention(z({4, 2}), z({5, 2}), z({5, 2}), 1); },
+      [] { tg::causal_attention(z({2, 3, 4}), z({3, 3, 4}), z({3, 3, 4}), 1); },
+      [] { tg::causal_attention(z({3, 4}), z({3, 4}), z({2, 4}), 1); },
+      [] { tg::causal_attention_heads(z({2, 3, 4}), z({2, 3, 4}), z({2, 5, 4}), 2, 1); }};
+  for (std::size_t i = 0; i < equal_ranks.size(); ++i) {
+    SCOPED_TRACE(i);
+    try {
+      equal_ranks[i]();
+      ADD_FAILURE() << "no exception";
+    } catch (const tg::ShapeError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find("rank"), std::string::npos) << m;
+      EXPECT_NE(m.find("axis -"), std::string::npos) << m;
     }
   }
 }

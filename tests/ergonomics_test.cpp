@@ -1,8 +1,10 @@
 // What a C++ user expects of tensors: operators, scalars in the tensor's dtype, *_like, element
-// writes, ops as function values that still name the caller's line.
+// writes, ops as function values that still name the caller's line, and calls that read like
+// PyTorch's (softmax(x, -1), transpose(x, 0, 1), sum(x, {0, 2}, true), cross_entropy options).
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -80,6 +82,85 @@ TEST(FunctionValues, OpsPassAsFunctionsAndNameTheCaller) {
   EXPECT_EQ(y.impl().grad_fn->where.line(), static_cast<unsigned>(line));
   EXPECT_NE(std::string(y.impl().grad_fn->where.file_name()).find("ergonomics_test"),
             std::string::npos);
+}
+
+// 0, 1, 2, ... in `shape`.
+Tensor iota(const tg::Shape& shape) {
+  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return tg::from_vector(v, shape);
+}
+
+// The calls as a PyTorch user writes them compile, pick the overload meant, and give PyTorch's
+// values (against tests/ops_reference.py in ops_torch_test; here against the one-axis forms).
+TEST(PyTorchStyle, SoftmaxAndLogSoftmaxTakeADim) {
+  tg::Rng rng(3);
+  const Tensor x = tg::randn({2, 3, 4}, rng);
+  EXPECT_EQ(tg::softmax(x, -1).to_vector(), tg::softmax(x).to_vector());
+  EXPECT_EQ(tg::log_softmax(x, 2).to_vector(), tg::log_softmax(x).to_vector());
+  EXPECT_EQ(tg::fn::softmax(x, -1).to_vector(), tg::softmax(x).to_vector());
+  // Along axis 1: each (b, :, k) column sums to 1 and equals the last-axis softmax of the
+  // transposed tensor.
+  const Tensor s1 = tg::softmax(x, 1), l1 = tg::log_softmax(x, -2);
+  EXPECT_EQ(s1.shape(), x.shape());
+  const Tensor col = tg::sum(s1, 1);
+  for (double v : col.to_vector()) EXPECT_NEAR(v, 1.0, 1e-15);
+  const Tensor ref = tg::transpose(tg::softmax(tg::transpose(x, 1, 2)), 1, 2);
+  const Tensor lref = tg::transpose(tg::log_softmax(tg::transpose(x, 1, 2)), 1, 2);
+  const auto a = s1.to_vector(), b = ref.to_vector(), la = l1.to_vector(), lb = lref.to_vector();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-15);
+    EXPECT_NEAR(la[i], lb[i], 1e-14);
+  }
+}
+
+TEST(PyTorchStyle, TransposeTakesTwoDims) {
+  const Tensor x = iota({2, 3, 4});
+  const Tensor y = tg::transpose(x, 0, 1);
+  EXPECT_EQ(y.shape(), tg::Shape({3, 2, 4}));
+  EXPECT_EQ(y.at({2, 1, 3}), x.at({1, 2, 3}));
+  const Tensor z = tg::transpose(x, -1, 0);
+  EXPECT_EQ(z.shape(), tg::Shape({4, 3, 2}));
+  EXPECT_EQ(z.at({3, 1, 0}), x.at({0, 1, 3}));
+  EXPECT_EQ(tg::transpose(x, -1, -2).to_vector(), tg::transpose(x).to_vector());
+  EXPECT_EQ(tg::transpose(x, 1, 1).to_vector(), x.to_vector());
+}
+
+TEST(PyTorchStyle, SumAndMeanOverSeveralDims) {
+  const Tensor x = iota({2, 3, 4});
+  // A braced list of two or more dims is the several-dims form; {d} and d are the one-axis form.
+  const Tensor s02 = tg::sum(x, {0, 2});
+  EXPECT_EQ(s02.shape(), tg::Shape({3}));
+  EXPECT_EQ(s02.to_vector(), (std::vector<double>{60, 92, 124}));
+  EXPECT_EQ(tg::sum(x, {0, 2}, true).shape(), tg::Shape({1, 3, 1}));
+  EXPECT_EQ(tg::sum(x, {-1, 0}, true).to_vector(), s02.to_vector());
+  EXPECT_EQ(tg::sum(x, {1}).to_vector(), tg::sum(x, 1).to_vector());
+  EXPECT_EQ(tg::sum(x, {1}, true).shape(), tg::Shape({2, 1, 4}));
+  EXPECT_EQ(tg::sum(x, std::vector<int>{}).item(), 276.0);  // an empty list: every axis
+  EXPECT_EQ(tg::sum(x, std::vector<int>{}, true).shape(), tg::Shape({1, 1, 1}));
+  EXPECT_EQ(tg::mean(x, {0, 2}).to_vector(), (std::vector<double>{7.5, 11.5, 15.5}));
+  EXPECT_EQ(tg::mean(x, {0, 1, 2}, true).shape(), tg::Shape({1, 1, 1}));
+  EXPECT_EQ(tg::mean(x, {0, 1, 2}).item(), 11.5);
+  // float32 accumulates in double across the reduced axes too.
+  const Tensor ones = tg::ones({4096, 4097}, tg::Dtype::f32);
+  EXPECT_EQ(tg::sum(ones, {0, 1}).item(), 4096.0 * 4097.0);
+}
+
+TEST(PyTorchStyle, CrossEntropyTakesPyTorchsKeywords) {
+  const Tensor x = tg::zeros({2, 3, 4});  // (B, T, V), every class at probability 1/4
+  const Tensor t = tg::from_indices({0, 1, -100, 3, -1, 2}, {2, 3});
+  // -100 is ignored by default; -1 is not a class, so it must be ignored explicitly.
+  EXPECT_THROW(tg::cross_entropy(x, t), tg::ValueError);
+  const Tensor t100 = tg::from_indices({0, 1, -100, 3, 2, 2}, {2, 3});
+  EXPECT_NEAR(tg::cross_entropy(x, t100).item(), std::log(4.0), 1e-15);
+  const Tensor t1 = tg::from_indices({0, 1, -1, 3, -1, 2}, {2, 3});
+  EXPECT_NEAR(tg::cross_entropy(x, t1, -1).item(), std::log(4.0), 1e-15);
+  EXPECT_NEAR(tg::cross_entropy(x, t1, {.ignore_index = -1}).item(), std::log(4.0), 1e-15);
+  // Equal logits: smoothing and weights do not move the loss off log V.
+  const Tensor w = tg::from_vector({1.0, 2.0, 0.5, 4.0}, {4}).to(x.dtype());
+  EXPECT_NEAR(tg::cross_entropy(x, t1, {.weight = w, .ignore_index = -1, .label_smoothing = 0.2})
+                  .item(),
+              std::log(4.0), 1e-15);
 }
 
 }  // namespace

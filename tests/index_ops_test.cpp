@@ -77,8 +77,9 @@ TEST(CrossEntropy, MatchesPlainLoop) {
   const Tensor x = tg::randn({6, 5}, rng, tg::Dtype::f64, 2.0);
   const std::vector<int64_t> t = {4, -1, 0, 2, -1, 4};
   const double ref = cross_entropy_loop(x, t, -1);
-  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices(t, {6})).item(), ref, 1e-12 * std::fabs(ref));
-  const Tensor y32 = tg::cross_entropy(x.to(tg::Dtype::f32), tg::from_indices(t, {6}));
+  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices(t, {6}), -1).item(), ref,
+              1e-12 * std::fabs(ref));
+  const Tensor y32 = tg::cross_entropy(x.to(tg::Dtype::f32), tg::from_indices(t, {6}), -1);
   EXPECT_EQ(y32.dtype(), tg::Dtype::f32);
   EXPECT_NEAR(y32.item(), ref, 1e-5 * std::fabs(ref));
 }
@@ -90,8 +91,8 @@ TEST(CrossEntropy, HandDerivedValues) {
   // Row [0, log 3]: softmax [1/4, 3/4], the loss of target 1 is log(4/3); the ignored row adds
   // nothing and does not count in the mean.
   const Tensor x = tg::from_vector({0, std::log(3.0), 5, 7}, {2, 2});
-  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices({1, -1}, {2})).item(), std::log(4.0 / 3.0),
-              1e-15);
+  EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices({1, -1}, {2}), -1).item(),
+              std::log(4.0 / 3.0), 1e-15);
   // A custom ignore_index: target 0 is ignored, so only row 1 (target 1: log(1 + e^-2)) counts.
   EXPECT_NEAR(tg::cross_entropy(x, tg::from_indices({0, 1}, {2}), 0).item(),
               std::log(1 + std::exp(-2.0)), 1e-15);
@@ -106,7 +107,7 @@ TEST(CrossEntropy, AllIgnoredIsNanWithZeroGradient) {
   // As PyTorch: the mean over no targets is 0 / 0, and no target picks an entry to differentiate.
   for (bool create_graph : {false, true}) {
     const Tensor x = tg::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
-    const Tensor y = tg::cross_entropy(x, tg::from_indices({-1, -1}, {2}));
+    const Tensor y = tg::cross_entropy(x, tg::from_indices({-1, -1}, {2}), -1);
     EXPECT_TRUE(std::isnan(y.item()));
     const Tensor dx = tg::grad({y}, {x}, {tg::scalar(0.5)}, create_graph)[0];
     for (double v : dx.to_vector()) EXPECT_EQ(v, 0.0);
@@ -131,7 +132,7 @@ TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverCount) {
   for (bool create_graph : {false, true}) {
     SCOPED_TRACE(create_graph ? "formula" : "kernel");
     const Tensor xl = x.detach().clone().set_requires_grad();
-    const Tensor y = tg::cross_entropy(xl, tt);
+    const Tensor y = tg::cross_entropy(xl, tt, -1);
     const Tensor dx = tg::grad({y}, {xl}, {tg::scalar(dy)}, create_graph)[0];
     expect_close(dx, tg::from_vector(ref, {5, 4}), 1e-13);
   }
@@ -140,7 +141,7 @@ TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverCount) {
 TEST(CrossEntropy, KernelMatchesFormula) {
   tg::Rng rng(3);
   const Tensor tt = tg::from_indices({0, 6, -1, 10, 3, 3, -1, 9}, {8});
-  auto f = [tt](const std::vector<Tensor>& x) { return tg::cross_entropy(x[0], tt); };
+  auto f = [tt](const std::vector<Tensor>& x) { return tg::cross_entropy(x[0], tt, -1); };
   expect_kernel_matches_formula(f, {tg::randn({8, 11}, rng)});
   expect_kernel_matches_formula(f, {tg::randn({8, 11}, rng, tg::Dtype::f64, 30.0)});
 }

@@ -31,6 +31,28 @@ TEST(Provenance, OpsRecordTheCallersLine) {
   EXPECT_NE(std::string(where.file_name()).find("provenance_test.cpp"), std::string::npos);
 }
 
+// The forms with PyTorch's axis arguments take the caller's line just as the one-argument forms.
+TEST(Provenance, AxisFormsRecordTheCallersLine) {
+  Tensor x = tg::ones({2, 3}).set_requires_grad();
+  const tg::Tensor targets = tg::from_indices({0, 2}, {2});
+  auto line_of = [](const Tensor& y) { return static_cast<int>(y.impl().grad_fn->where.line()); };
+  const int line = __LINE__ + 1;
+  const Tensor a = tg::softmax(x, 0), b = tg::log_softmax(x, -1), c = tg::transpose(x, 0, 1);
+  const Tensor d = tg::sum(x, {0, 1}, true), e = tg::mean(x, {0, -1}), f = tg::sum(x, -1, true);
+  const Tensor g = tg::cross_entropy(x, targets, {.label_smoothing = 0.1}),
+               h = tg::cross_entropy(x, targets, -1);
+  for (const Tensor& y : {a, b, c}) EXPECT_EQ(line_of(y), line);
+  for (const Tensor& y : {d, e, f}) EXPECT_EQ(line_of(y), line + 1);
+  EXPECT_EQ(line_of(g), line + 2);
+  EXPECT_EQ(line_of(h), line + 3);
+  const Tensor r3 = tg::ones({2, 3, 4}).set_requires_grad();
+  const int line2 = __LINE__ + 1;
+  const Tensor p = tg::transpose(r3, 0, 2);  // not the last two: recorded as the permute it is
+  EXPECT_EQ(line_of(p), line2);
+  EXPECT_NE(std::string(p.impl().grad_fn->where.file_name()).find("provenance_test.cpp"),
+            std::string::npos);
+}
+
 TEST(Provenance, BackwardErrorNamesOpAndLine) {
   Tensor x = tg::ones({2, 3}).set_requires_grad();
   const int line = __LINE__ + 1;
