@@ -228,6 +228,20 @@ const std::vector<BadCase>& bad_cases() {
        {"backward", "does not require grad"}},
       {"grad_input_without_grad", [] { tg::grad({tg::sum(g({2}))}, {z({2})}); }, Kind::Graph,
        {"grad", "(2,)", "does not require grad"}},
+      {"set_requires_grad_int64", [] { tg::from_indices({0, 1}, {2}).set_requires_grad(); },
+       Kind::Value, {"set_requires_grad", "int64", "(2,)"}},
+      {"record_without_derivative",
+       [] {
+         const Tensor a = g({2});
+         tg::sum(tg::Tensor(tg::record("mine", z({2}), {a}))).backward();
+       },
+       Kind::Graph, {"'mine'", "bad_input_test.cpp", "no derivative"}},
+      {"record_nine_inputs",
+       [] {
+         const Tensor a = g({2});
+         (void)tg::record("nine", z({2}), {a, a, a, a, a, a, a, a, a});
+       },
+       Kind::Graph, {"'nine'", "9 inputs", "at most 8"}},
       {"set_requires_grad_non_leaf", [] { tg::scale(g({2}), 2.0).set_requires_grad(); },
        Kind::Graph, {"set_requires_grad", "leaf", "scale"}},
       {"set_grad_shape", [] { z({2}).set_grad(z({3})); }, Kind::Shape,
