@@ -1,9 +1,11 @@
 # autograd/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
   autograd/backward_pass.cpp
+  autograd/factories.cpp
   autograd/grad_mode.cpp
   autograd/leaf_grads.cpp
   autograd/pool.cpp
+  autograd/print.cpp
   autograd/shape.cpp
   autograd/storage.cpp
   autograd/tape.cpp
