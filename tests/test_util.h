@@ -75,8 +75,8 @@ inline std::size_t rss_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-/// Sets the default dtype for a scope, then restores the one before (the suites but
-/// basics_test start with float64: default_f64.cpp).
+/// Sets the default dtype for a scope, then restores the one before (most suites start with
+/// float64: default_f64.cpp).
 class DefaultDtypeScope {
  public:
   explicit DefaultDtypeScope(Dtype dtype) : before_(get_default_dtype()) {
