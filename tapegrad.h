@@ -13,6 +13,7 @@
 #include <tapegrad/nn/attention.h>
 #include <tapegrad/nn/embedding.h>
 #include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/init.h>
 #include <tapegrad/nn/layer_norm.h>
 #include <tapegrad/nn/linear.h>
 #include <tapegrad/nn/module.h>

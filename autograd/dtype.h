@@ -28,6 +28,15 @@ constexpr Dtype dtype_of<int64_t>() { return Dtype::i64; }
 
 [[noreturn]] void throw_not_floating(Dtype d);
 
+/// The dtype of every factory (randn, zeros, full, arange with floating arguments, ...) and every
+/// layer when none is given: float32 at start, as PyTorch's. Process-wide, as PyTorch's
+/// (torch.set_default_dtype): set it once at start, before other threads make tensors; a
+/// concurrent read is safe (atomic) but sees either value.
+Dtype get_default_dtype();
+/// Sets the default dtype (see get_default_dtype). Throws ValueError for int64: the default is
+/// a floating dtype, as PyTorch's.
+void set_default_dtype(Dtype dtype);
+
 /// Calls f.template operator()<T>() with T = float or double: `dispatch(d, [&]<class T>() {...})`.
 /// Throws ValueError for int64 (the float ops' dispatch; index ops read int64 themselves).
 template <class F>

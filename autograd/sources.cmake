@@ -2,9 +2,11 @@
 list(APPEND TAPEGRAD_SOURCES
   autograd/backward_pass.cpp
   autograd/error.cpp
+  autograd/factories.cpp
   autograd/grad_mode.cpp
   autograd/leaf_grads.cpp
   autograd/pool.cpp
+  autograd/print.cpp
   autograd/shape.cpp
   autograd/storage.cpp
   autograd/tape.cpp

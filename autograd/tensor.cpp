@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
-#include <sstream>
 
 #include <tapegrad/autograd/engine.h>
 #include <tapegrad/autograd/grad_mode.h>
@@ -181,21 +180,6 @@ Tensor Tensor::to(Dtype d, const std::source_location& where) const {
   return record("to", out, {*this}, where).formula([from](const Tensor& dY) -> Grads {
     return {dY.to(from)};
   });
-}
-
-std::string Tensor::str(int precision) const {
-  std::ostringstream os;
-  os.precision(precision);
-  os << std::fixed;
-  const std::vector<double> v = to_vector();
-  const int64_t cols = rank() == 0 ? 1 : shape()[rank() - 1];
-  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
-    os << (i % cols == 0 ? (i ? "\n[" : "[") : " ");
-    os.width(precision + 4);
-    os << v[i];
-    if (i % cols == cols - 1) os << "]";
-  }
-  return os.str();
 }
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {

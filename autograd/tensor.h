@@ -3,10 +3,12 @@
 // or double, with its place on the tape. Copies of a handle share data and gradient.
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <random>
 #include <source_location>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -107,7 +109,12 @@ class Tensor {
   /// An int64 result is off the tape (not differentiable).
   Tensor to(Dtype dtype, const std::source_location& where = std::source_location::current()) const;
 
-  /// Prints the values row by row (for demos and failure messages).
+  /// The values as PyTorch prints them (torch/_tensor_str.py, precision 4, line width 80):
+  /// `tensor([[1.5000, 2.0000], ...])`, int64 as integers, scientific notation when the
+  /// magnitudes call for it, and past 1000 elements only the first and last 3 entries of each
+  /// axis around `...`. The suffixes are PyTorch's, with tapegrad's names: `dtype=float64` (when
+  /// not the default dtype or int64), `size=(0, 3)` (empty), `requires_grad=True` (a leaf),
+  /// `grad_fn=<matmul>` (the op that made it).
   std::string str(int precision = 4) const;
 
   TensorImpl& impl() const {
@@ -141,22 +148,76 @@ class Rng {
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
 
-Tensor zeros(const Shape& shape, Dtype dtype = Dtype::f64);
+// Factories. Without a dtype, the floating ones make get_default_dtype() (float32 unless set).
+
+Tensor zeros(const Shape& shape, Dtype dtype = get_default_dtype());
 /// Zeros (ones) of x's shape and dtype, off the tape.
 Tensor zeros_like(const Tensor& x);
 Tensor ones_like(const Tensor& x);
-Tensor ones(const Shape& shape, Dtype dtype = Dtype::f64);
-Tensor full(const Shape& shape, double value, Dtype dtype = Dtype::f64);
+Tensor ones(const Shape& shape, Dtype dtype = get_default_dtype());
+/// Every entry `value` (converted to the dtype), as torch.full. Unlike torch.full, an integer
+/// value does not make int64: pass Dtype::i64.
+Tensor full(const Shape& shape, double value, Dtype dtype = get_default_dtype());
 /// A rank-0 tensor.
-Tensor scalar(double value, Dtype dtype = Dtype::f64);
+Tensor scalar(double value, Dtype dtype = get_default_dtype());
 /// A tensor from row-major values; throws ShapeError when the count does not match the shape.
 Tensor from_vector(const std::vector<double>& values, const Shape& shape,
-                   Dtype dtype = Dtype::f64);
+                   Dtype dtype = get_default_dtype());
 /// An int64 tensor (token indices) from row-major values; throws ShapeError on a count mismatch.
 Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
 /// Standard normal entries times `stddev`.
-Tensor randn(const Shape& shape, Rng& rng, Dtype dtype = Dtype::f64, double stddev = 1.0);
+Tensor randn(const Shape& shape, Rng& rng, Dtype dtype = get_default_dtype(), double stddev = 1.0);
 /// Uniform entries in [lo, hi).
-Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi, Dtype dtype = Dtype::f64);
+Tensor uniform(const Shape& shape, Rng& rng, double lo, double hi,
+               Dtype dtype = get_default_dtype());
+/// Uniform entries in [0, 1), as torch.rand.
+Tensor rand(const Shape& shape, Rng& rng, Dtype dtype = get_default_dtype());
+/// Uniform integers in [low, high), as torch.randint (int64 unless told; every integer equally
+/// likely, the same on every platform). Throws ValueError when low >= high.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Rng& rng, Dtype dtype = Dtype::i64);
+/// The (n, m) identity (m = n by default), as torch.eye. Throws ValueError for n or m < 0.
+Tensor eye(int64_t n, Dtype dtype = get_default_dtype());
+Tensor eye(int64_t n, int64_t m, Dtype dtype = get_default_dtype());
+/// `steps` values from start to end inclusive, evenly spaced, as torch.linspace (steps 1 gives
+/// {start}, steps 0 an empty tensor). Throws ValueError for steps < 0.
+Tensor linspace(double start, double end, int64_t steps, Dtype dtype = get_default_dtype());
+
+/// start, start + step, ... while below end (above it for a negative step), as torch.arange:
+/// ceil((end - start) / step) values. Throws ValueError for step 0, a step whose sign points
+/// away from end, or a non-finite bound.
+Tensor arange(double start, double end, double step, Dtype dtype);
+/// 0, 1, ..., end - 1 in `dtype`.
+Tensor arange(double end, Dtype dtype);
+namespace detail {
+Tensor arange_i64(int64_t start, int64_t end, int64_t step);
+template <class... A>
+concept Numbers = (std::is_arithmetic_v<A> && ...) && (!std::is_same_v<A, bool> && ...);
+}  // namespace detail
+/// arange as PyTorch types it: int64 when start, end and step are all integers, the default
+/// dtype when any of them is floating (`arange(5)` is int64, `arange(0, 1, 0.25)` float32).
+template <class S, class E, class St>
+  requires detail::Numbers<S, E, St>
+Tensor arange(S start, E end, St step) {
+  if constexpr (std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<St>)
+    return detail::arange_i64(start, end, step);
+  else
+    return arange(static_cast<double>(start), static_cast<double>(end),
+                  static_cast<double>(step), get_default_dtype());
+}
+template <class S, class E>
+  requires detail::Numbers<S, E>
+Tensor arange(S start, E end) {
+  return arange(start, end, 1);
+}
+template <class E>
+  requires detail::Numbers<E>
+Tensor arange(E end) {
+  return arange(0, end, 1);
+}
+
+/// x.str(): PyTorch's layout, `tensor([...])`.
+std::ostream& operator<<(std::ostream& os, const Tensor& x);
+/// shape.str(): `(3, 2)`.
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 }  // namespace tg

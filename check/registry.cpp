@@ -133,7 +133,7 @@ Tensor mask_with_dead_rows(const Tensor& base, const std::vector<int64_t>& dead_
   const int64_t n = base.size(-1);
   for (int64_t r : dead_rows)
     for (int64_t j = 0; j < n; ++j) m[r * n + j] = -kInf;
-  return from_vector(m, base.shape());
+  return from_vector(m, base.shape(), Dtype::f64);
 }
 
 void mask_and_softmax_cases(Table& t) {
@@ -144,7 +144,7 @@ void mask_and_softmax_cases(Table& t) {
 
   // add_mask alone returns -inf where masked, where central differences are NaN, so -inf masks
   // are checked through the softmax that follows them in attention.
-  const Tensor finite = from_vector({0, -1.5, -3, 0, 0, -0.5, 2, 0, 0}, {3, 3});
+  const Tensor finite = from_vector({0, -1.5, -3, 0, 0, -0.5, 2, 0, 0}, {3, 3}, Dtype::f64);
   t.unary("add_mask", "finite_mask_rank3", {2, 3, 3}, masked(finite));
   t.unary("add_mask", "T1_causal", {2, 1, 1}, masked(causal_mask(1)));
   t.unary("add_mask", "causal_then_softmax", {4, 4}, masked_softmax(causal_mask(4)));
@@ -166,11 +166,12 @@ void mask_and_softmax_cases(Table& t) {
   t.add_inputs("softmax", "logits_1e4",
                {from_vector({1e4, 1e4 - 0.7, -1e4, 1e4 + 0.3,  //
                              -1e4, -1e4 + 1.2, -1e4 - 0.4, -1e4 + 0.1},
-                            {2, 4})},
+                            {2, 4}, Dtype::f64)},
                [](const std::vector<Tensor>& x) { return std::vector<Tensor>{softmax(x[0])}; });
   t.unary("softmax", "causal_masked", {4, 4}, masked_softmax(causal_mask(4)));
   const Tensor partial =
-      from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4});
+      from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4},
+                  Dtype::f64);
   t.unary("softmax", "fully_masked_row", {3, 4}, masked_softmax(partial));
 }
 

@@ -31,7 +31,7 @@ void cross_entropy_cases(Table& t) {
   t.add_inputs("cross_entropy", "logits_1e4",
                {from_vector({1e4, 1e4 - 0.7, -1e4, 1e4 + 0.3,  //
                              -1e4, -1e4 + 1.2, -1e4 - 0.4, -1e4 + 0.1},
-                            {2, 4})},
+                            {2, 4}, Dtype::f64)},
                [tt = from_indices({1, 0}, {2})](const std::vector<Tensor>& x) {
                  return one(cross_entropy(x[0], tt));
                });

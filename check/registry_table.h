@@ -32,7 +32,7 @@ inline Tensor as(const Tensor& c, const Tensor& like) {
 // Fixed random weights: sum(Y * W) reduces Y to a scalar without the blind spots of a plain sum.
 inline Tensor weights(const Shape& s, uint64_t seed) {
   Rng rng(seed);
-  return randn(s, rng);
+  return randn(s, rng, Dtype::f64);
 }
 
 inline GradcheckOptions tol(double atol = 1e-5, double rtol = 1e-3) {
@@ -53,7 +53,7 @@ class Table {
     std::vector<Tensor> inputs;
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       Rng rng(seed_of(op + "/" + name, i));
-      inputs.push_back(randn(shapes[i], rng));
+      inputs.push_back(randn(shapes[i], rng, Dtype::f64));
     }
     add_inputs(op, name, std::move(inputs), std::move(fn), o);
   }

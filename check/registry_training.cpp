@@ -111,7 +111,8 @@ void layer_norm_cases(Table& t) {
 
 // A (rows, n) mask: 0 where allowed, -inf where masked.
 Tensor partial_mask() {
-  return from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4});
+  return from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4},
+                     Dtype::f64);
 }
 
 void log_softmax_cases(Table& t) {
@@ -128,7 +129,7 @@ void log_softmax_cases(Table& t) {
   t.add_inputs("log_softmax", "logits_1e4",
                {from_vector({1e4, 1e4 - 0.7, -1e4, 1e4 + 0.3,  //
                              -1e4, -1e4 + 1.2, -1e4 - 0.4, -1e4 + 0.1},
-                            {2, 4})},
+                            {2, 4}, Dtype::f64)},
                [](const std::vector<Tensor>& x) { return std::vector<Tensor>{log_softmax(x[0])}; });
   // Masked entries come out -inf, where central differences are NaN: the masked cases look at
   // exp(log_softmax), which is 0 there, and at the finite entries of the other rows.

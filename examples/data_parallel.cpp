@@ -37,7 +37,7 @@ struct Mlp : tg::nn::Module {
 
 // The global batch of a step: the same numbers on every rank (one generator, one seed).
 void draw_batch(tg::Rng& rng, tg::Tensor& X, tg::Tensor& Y) {
-  X = tg::uniform({kB, kD}, rng, -2.0, 2.0);  // (B, D)
+  X = tg::uniform({kB, kD}, rng, -2.0, 2.0, tg::Dtype::f64);  // (B, D)
   Y = tg::Tensor({kB, 1}, tg::Dtype::f64);    // (B, 1)
   double* y = Y.data<double>();
   for (int64_t i = 0; i < kB; ++i)

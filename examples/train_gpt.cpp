@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     const tg::data::CharTokenizer tokenizer = tg::data::CharTokenizer::from_text(text);
     const tg::data::TextData data(text, tokenizer);
 
-    tg::nn::GPTConfig config;  // nanoGPT's names; float32 by default
+    tg::nn::GPTConfig config;  // nanoGPT's names
+    config.dtype = tg::Dtype::f32;
     config.vocab_size = tokenizer.size();
     config.block_size = 32;
     config.n_layer = 2;

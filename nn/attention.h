@@ -71,7 +71,8 @@ class QKVAttention : public Module {
   /// options default to the fused path; set options.need_weights for A. Throws ValueError when
   /// heads does not divide d_k and d_v, or for a bad option.
   QKVAttention(int64_t D, int64_t d_k, int64_t d_v, const AttentionOptions& options,
-               bool output_proj, Rng& rng, Dtype dtype = Dtype::f64, double init_std = 0.1);
+               bool output_proj, Rng& rng, Dtype dtype = get_default_dtype(),
+               double init_std = 0.1);
 
   /// single_head_attention when options.heads == 1, else multi_head_attention.
   AttentionOutput forward(const Tensor& X) const;

@@ -37,7 +37,7 @@ struct GPTConfig {
   GeluKind gelu = GeluKind::tanh;
   bool attention_only = false;  // blocks without ln_2 and mlp
   double dropout = 0.0;
-  Dtype dtype = Dtype::f32;
+  Dtype dtype = get_default_dtype();  // when the config is made
 };
 
 /// Keys and values of the positions seen so far, per layer, for generation (GPT::forward_cached).

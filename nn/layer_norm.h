@@ -11,7 +11,7 @@ namespace tg::nn {
 class LayerNorm : public Module {
  public:
   /// Throws ValueError for C < 1 or an int64 dtype.
-  LayerNorm(int64_t C, bool bias, Dtype dtype = Dtype::f32);
+  LayerNorm(int64_t C, bool bias, Dtype dtype = get_default_dtype());
 
   /// x (..., C) -> (..., C). Throws ShapeError when x's last axis is not C.
   Tensor forward(const Tensor& x) const;

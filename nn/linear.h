@@ -2,6 +2,7 @@
 // Linear, as torch.nn.Linear: y = x W^T + b, with W (out, in) and b (out,).
 
 #include <cstdint>
+#include <optional>
 
 #include <tapegrad/nn/module.h>
 
@@ -9,10 +10,12 @@ namespace tg::nn {
 
 class Linear : public Module {
  public:
-  /// W drawn from N(0, init_std^2) (nanoGPT's init; 0.02 by default), b zero. Throws ValueError
-  /// for a negative size or an int64 dtype.
-  Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng, Dtype dtype = Dtype::f32,
-         double init_std = 0.02);
+  /// Without init_std, torch.nn.Linear's init: W by kaiming_uniform_ with a = sqrt(5), that is
+  /// U(-1/sqrt(in), 1/sqrt(in)), then b from U(-1/sqrt(in), 1/sqrt(in)) (b zero when in = 0).
+  /// With init_std, nanoGPT's: W from N(0, init_std^2), b zero. Both draw from rng row-major.
+  /// Throws ValueError for a negative size or an int64 dtype.
+  Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng,
+         Dtype dtype = get_default_dtype(), std::optional<double> init_std = std::nullopt);
 
   /// x (..., in) -> (..., out). Throws ShapeError when x's last axis is not in_features,
   /// ValueError when dtypes differ.

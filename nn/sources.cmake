@@ -5,6 +5,7 @@ list(APPEND TAPEGRAD_SOURCES
   nn/embedding.cpp
   nn/gpt.cpp
   nn/gpt_config.cpp
+  nn/init.cpp
   nn/layer_norm.cpp
   nn/linear.cpp
   nn/module.cpp

@@ -1,7 +1,7 @@
 #pragma once
 // What the test suites share: a temporary folder per use, whole-file reads and writes, the
-// message of an expected exception, bytewise tensor equality, the python3 check, and whether
-// AddressSanitizer is on.
+// message of an expected exception, a scoped default dtype, bytewise tensor equality, the
+// python3 check, and whether AddressSanitizer is on.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -74,6 +74,21 @@ inline std::size_t rss_bytes() {
   f >> pages >> resident;
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
+
+/// Sets the default dtype for a scope, then restores the one before (most suites start with
+/// float64: default_f64.cpp).
+class DefaultDtypeScope {
+ public:
+  explicit DefaultDtypeScope(Dtype dtype) : before_(get_default_dtype()) {
+    set_default_dtype(dtype);
+  }
+  ~DefaultDtypeScope() { set_default_dtype(before_); }
+  DefaultDtypeScope(const DefaultDtypeScope&) = delete;
+  DefaultDtypeScope& operator=(const DefaultDtypeScope&) = delete;
+
+ private:
+  Dtype before_;
+};
 
 /// Same shape, dtype and bytes (NaNs and -0.0 included).
 inline bool same_bytes(const Tensor& a, const Tensor& b) {

@@ -16,6 +16,7 @@
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/nn/gpt_config.h>
 #include "data_util.h"
+#include "test_util.h"
 #include "tools/arch.h"
 
 namespace tg {
@@ -68,6 +69,7 @@ TEST(ArchTable, FlagsAndConfigMapBothWays) {
 
 // The text every GPT checkpoint so far has: changing it would change model.safetensors.
 TEST(GptConfigJson, IsTheCheckpointsTextAndReadsBack) {
+  const test::DefaultDtypeScope library_default(Dtype::f32);  // GPTConfig{} takes the default
   EXPECT_EQ(nn::gpt_config_to_json(nn::GPTConfig{}),
             R"({"attention_only":false,"bias":true,"block_size":64,"dropout":0.0,"dtype":"f32",)"
             R"("gelu":"tanh","n_embd":128,"n_head":4,"n_layer":4,"vocab_size":65})");
@@ -82,6 +84,7 @@ TEST(GptConfigJson, IsTheCheckpointsTextAndReadsBack) {
 }
 
 TEST(GptConfigJson, NamesTheBadField) {
+  const test::DefaultDtypeScope library_default(Dtype::f32);  // the text with "dtype":"f32"
   const std::string good = nn::gpt_config_to_json(nn::GPTConfig{});
   const auto with = [&](const std::string& from, const std::string& to) {
     std::string s = good;

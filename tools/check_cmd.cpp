@@ -108,7 +108,7 @@ void add_model_rows(std::vector<Row>& rows) {
     auto weight = [&](int64_t rows, int64_t cols) {
       return randn({rows, cols}, rng, Dtype::f64, 0.5);
     };
-    std::vector<Tensor> inputs = {randn(Shape(c.x_shape), rng), weight(D, c.d_k),
+    std::vector<Tensor> inputs = {randn(Shape(c.x_shape), rng, Dtype::f64), weight(D, c.d_k),
                                   weight(D, c.d_k), weight(D, c.d_v)};
     if (c.output_proj) inputs.push_back(weight(c.d_v, c.d_v));
     AttentionOptions o = c.options;

@@ -37,7 +37,7 @@ int run_demo(std::ostream& out) {
 
   heading(out, "2. Setup: T = 8 positions, d_k = d_v = 4, one head, seed 0");
   Rng rng(0);
-  const Tensor X = randn({kT, kD}, rng);                               // (T, d_k)
+  const Tensor X = randn({kT, kD}, rng, Dtype::f64);                       // (T, d_k)
   Tensor W_Q = randn({kD, kD}, rng, Dtype::f64, 0.1).set_requires_grad();  // (d_k, d_k)
   Tensor W_K = randn({kD, kD}, rng, Dtype::f64, 0.1).set_requires_grad();  // (d_k, d_k)
   Tensor W_V = randn({kD, kD}, rng, Dtype::f64, 0.1).set_requires_grad();  // (d_k, d_v)

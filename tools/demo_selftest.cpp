@@ -70,7 +70,7 @@ void unscaled_scores(std::ostream& out, bool& ok) {
   double pass_scaled = 0, pass_unscaled = 0;
   for (int64_t d_k : {4, 16, 64, 256}) {
     Rng rng(static_cast<uint64_t>(d_k));
-    const Tensor X = randn({kT, d_k}, rng);
+    const Tensor X = randn({kT, d_k}, rng, Dtype::f64);
     const double sd = 1.0 / std::sqrt(double(d_k));
     std::vector<Tensor> W;  // W_Q (requiring grad, so that S is on the tape) and W_K
     for (int k = 0; k < 2; ++k) W.push_back(randn({d_k, d_k}, rng, Dtype::f64, sd));
@@ -86,7 +86,7 @@ void unscaled_scores(std::ostream& out, bool& ok) {
       const Tensor& A = att.A;  // (T, T)
       double jacobian = 0;  // sum over rows i >= 1 of |dA_i / dS_i|_F^2
       for (int64_t k = kT; k < kT * kT; ++k) {
-        Tensor e = zeros({kT, kT});
+        Tensor e = zeros({kT, kT}, Dtype::f64);
         e.data<double>()[k] = 1;
         jacobian += sum_of_squares(grad({A}, {S}, {e}, false, /*retain_graph=*/true)[0]).item();
       }
@@ -155,8 +155,8 @@ void multi_head(std::ostream& out, bool& ok) {
   o.heads = 2;
   o.rope = true;
   o.need_weights = true;  // the section shows A's shape
-  const nn::QKVAttention layer(8, 8, 8, o, /*output_proj=*/true, rng);
-  const Tensor X = randn({2, kT, 8}, rng);
+  const nn::QKVAttention layer(8, 8, 8, o, /*output_proj=*/true, rng, Dtype::f64);
+  const Tensor X = randn({2, kT, 8}, rng, Dtype::f64);
   const AttentionOutput att = layer.forward(X);
   out << "  X " << X.shape().str() << " -> Q, K, V per head " << att.Q.shape().str()
       << " -> A " << att.A.shape().str() << " -> Y " << att.Y.shape().str() << "\n"
@@ -166,7 +166,7 @@ void multi_head(std::ostream& out, bool& ok) {
     out << "  batch 0, head " << h << ":\n";
     const std::vector<double> all = att.A.to_vector();  // (B, H, T, T), batch 0 first
     const std::vector<double> rows(all.begin() + h * kT * kT, all.begin() + (h + 1) * kT * kT);
-    out << heatmap(from_vector(rows, Shape{kT, kT}));
+    out << heatmap(from_vector(rows, Shape{kT, kT}, Dtype::f64));
   }
   const AttentionFn fn = [o](const Tensor& x, const std::vector<Tensor>& p) {
     return multi_head_attention(x, p[0], p[1], p[2], p[3], o);
@@ -183,7 +183,7 @@ void multi_head(std::ostream& out, bool& ok) {
 bool self_test(std::ostream& out) {
   bool ok = true;
   Rng rng(0);
-  const Tensor X = randn({kT, 4}, rng);
+  const Tensor X = randn({kT, 4}, rng, Dtype::f64);
   std::vector<Tensor> W;
   for (int k = 0; k < 3; ++k) W.push_back(randn({4, 4}, rng, Dtype::f64, 0.1));
   const AttentionOutput att = single_head_attention(X, W[0], W[1], W[2], Tensor(), {.need_weights = true});

@@ -77,7 +77,7 @@ std::vector<int64_t> generate(Decoder& decoder, std::vector<int64_t> context, in
     const Tensor logits = decoder.forward(pending);  // (1, T, V)
     const int64_t V = logits.size(-1);
     const std::vector<double> all = logits.to_vector();
-    const Tensor last = from_vector(std::vector<double>(all.end() - V, all.end()), {V});
+    const Tensor last = from_vector(std::vector<double>(all.end() - V, all.end()), {V}, Dtype::f64);
     const int64_t next = sample_token(last, temperature, top_k, rng);
     out.push_back(next);
     context.push_back(next);

@@ -2,6 +2,7 @@
 #include <tapegrad/tapegrad.h>
 
 int main() {
+  tg::set_default_dtype(tg::Dtype::f64);                       // gradcheck runs in double
   tg::Rng rng(0);
   tg::AttentionOptions options;
   options.heads = 2;
