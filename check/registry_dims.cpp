@@ -35,7 +35,7 @@ void softmax_dim_cases(Table& t) {
   }
   // Masked entries along axis 0, one column fully masked (zeros and zero gradient there);
   // log_softmax is looked at through exp, as its -inf entries have no finite differences.
-  const Tensor M = from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, 0, 0, -kInf, -kInf, 0}, {3, 4});
+  const Tensor M = from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, 0, 0, -kInf, -kInf, 0}, {3, 4}, Dtype::f64);
   t.unary("softmax_dim", "masked_columns_dim0", {3, 4},
           [M](const Tensor& x) { return softmax(add_mask(x, as(M, x)), 0); });
   t.unary("log_softmax_dim", "masked_columns_dim0_then_exp", {2, 3, 4},
@@ -85,8 +85,8 @@ void cross_entropy_options_cases(Table& t) {
       return cross_entropy(x, tt, p);
     };
   };
-  const Tensor w5 = from_vector({0.5, 2.0, 1.0, 0.25, 3.0}, {5});
-  const Tensor w3 = from_vector({1.5, 0.2, 1.0}, {3});
+  const Tensor w5 = from_vector({0.5, 2.0, 1.0, 0.25, 3.0}, {5}, Dtype::f64);
+  const Tensor w3 = from_vector({1.5, 0.2, 1.0}, {3}, Dtype::f64);
   t.unary("cross_entropy_options", "BTV", {2, 3, 5}, ce({1, 0, 4, 2, 2, 3}, {2, 3}, {}));
   t.unary("cross_entropy_options", "BTV_ignore_minus1", {2, 3, 5},
           ce({1, -1, 4, 2, -1, 3}, {2, 3}, {.ignore_index = -1}));

@@ -43,7 +43,7 @@ std::vector<OpInfo> rows() {
          std::vector<double> w(kV);
          for (int64_t v = 0; v < kV; ++v) w[v] = 0.5 + static_cast<double>(v % 3);
          return cross_entropy(x[0], sample_indices({12, 64}),
-                              {.weight = from_vector(w, {kV}).to(x[0].dtype()),
+                              {.weight = from_vector(w, {kV}, x[0].dtype()),
                                .ignore_index = -1,
                                .label_smoothing = 0.1});
        }},

@@ -57,7 +57,7 @@ Tensor metrics_tensor(const std::vector<MetricsRow>& rows) {
   for (const MetricsRow& r : rows)
     v.insert(v.end(), {static_cast<double>(r.step), r.lr, r.loss, r.grad_norm, r.val_loss,
                        r.accuracy, r.tokens_per_s, r.elapsed_s});
-  return from_vector(v, {static_cast<int64_t>(rows.size()), kColumns});
+  return from_vector(v, {static_cast<int64_t>(rows.size()), kColumns}, Dtype::f64);
 }
 
 std::vector<MetricsRow> metrics_rows(const Tensor& table, const std::string& file) {
