@@ -21,9 +21,11 @@ esac
 
 # Debian packages the build and the tests need; only the missing ones are installed.
 packages=(cmake ninja-build g++ libeigen3-dev libblis-openmp-dev libcli11-dev libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev python3 python3-numpy python3-torch libopenblas0-pthread
+          nlohmann-json3-dev zlib1g-dev python3 python3-numpy python3-torch libopenblas0-pthread
           openmpi-bin libopenmpi-dev)
 [ "$mode" = train ] && packages+=(fortunes)  # the training text
+# Fashion-MNIST, which the image reader's tests read (and a run on images trains on).
+case "$mode" in test | asan | avx2) packages+=(dataset-fashion-mnist) ;; esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

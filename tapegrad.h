@@ -21,6 +21,7 @@
 #include <tapegrad/io/npy.h>
 #include <tapegrad/io/safetensors.h>
 #include <tapegrad/data/batches.h>
+#include <tapegrad/data/idx.h>
 #include <tapegrad/data/induction.h>
 #include <tapegrad/data/text.h>
 #include <tapegrad/data/tokenizer.h>

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 secs="${1:-60}"
 build=build/fuzz
-targets=(npy_fuzz safetensors_fuzz attention_fuzz train_init_fuzz)
+targets=(npy_fuzz safetensors_fuzz idx_fuzz attention_fuzz train_init_fuzz)
 
 # clang 19 (Debian 12's clang-19; see fuzz/clang.sh for why not the default clang 14).
 source fuzz/clang.sh
