@@ -69,6 +69,9 @@ struct BackwardCall {
   std::source_location where;  // the user's backward() or grad() call
   const char* who() const { return inputs ? "grad" : "backward"; }  // for messages
 };
+/// Makes this thread's pass state (see make_node). Never throws but for a MemoryError.
+void touch_pass_state();
+
 /// Runs one pass. Throws GraphError, ShapeError or ValueError (see Tensor::backward), or what a
 /// derivative threw, naming its op; every .grad() is as it was then.
 std::vector<Tensor> run_backward(const BackwardCall& call);
@@ -80,6 +83,7 @@ struct LeafState {
   int input = -1;     // index among tg::grad's inputs, or -1
   int uses = 0;       // with a GradReadyScope: edges into this leaf whose node has not run yet
   bool told = false;  // the GradReadyScope's callback ran for this leaf
+  bool hooked = false;  // its hooks ran on grad
 };
 
 /// Adds g into slot (null: zero so far), recorded under create_graph. Throws MemoryError.

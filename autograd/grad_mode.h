@@ -18,6 +18,21 @@ class NoGradGuard {
   bool prev_;
 };
 
+/// Anomaly mode, as torch.autograd.detect_anomaly: while an AnomalyGuard lives on this thread,
+/// a backward whose derivative produces a NaN or an infinity throws ValueError naming the op,
+/// the user's line that recorded it and the first bad entry. Off, it costs one flag test per node.
+bool is_anomaly_enabled();
+class AnomalyGuard {
+ public:
+  AnomalyGuard();
+  ~AnomalyGuard();
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 /// Sets grad mode to `on` for its scope; the backward pass uses it for create_graph.
 class GradModeGuard {
  public:

@@ -75,6 +75,7 @@ class Node : public std::enable_shared_from_this<Node> {
   bool released = false;  // backward ran without retain_graph: the closures are gone
   std::source_location where;  // the user's call that recorded this node
   const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
+  std::shared_ptr<detail::HookList> hooks;  // on the output's gradient (Tensor::register_hook)
   // Engine-private: this node's state in the backward pass now running, and which pass owns it
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;

@@ -215,6 +215,9 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 
 // _str_intern for a dense CPU tensor.
 std::string Tensor::str(int precision) const {
+  if (precision < 0 || precision > 30)
+    throw ValueError("Tensor::str: precision " + std::to_string(precision) +
+                     " is outside [0, 30] (digits after the point)");
   const std::string prefix = "tensor(";
   const int indent = static_cast<int>(prefix.size());
   std::vector<std::string> suffixes;

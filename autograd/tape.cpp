@@ -1,6 +1,7 @@
 // A node's life: an op records it (attach, save, save_output), the backward pass runs its
 // derivative (call_backward, which holds it to the derivative contract), and it is freed.
 
+#include <cmath>
 #include <new>
 #include <utility>
 
@@ -102,6 +103,27 @@ void check_versions(const Node& n) {
   if (n.saves_output) check(*n.output_storage, n.output_version, n.output_shape);
 }
 
+// Anomaly mode: the first NaN or infinity among the gradients n's derivative returned.
+void check_finite(const Node& n, const Grads& grads) {
+  for (int i = 0; i < n.num_inputs; ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) continue;
+    int64_t bad = -1;
+    double value = 0;
+    dispatch(g.dtype(), [&]<class T>() {
+      const T* p = g.data<T>();
+      for (int64_t k = 0; k < g.numel() && bad < 0; ++k)
+        if (!std::isfinite(p[k])) bad = k, value = p[k];
+    });
+    if (bad >= 0)
+      throw ValueError("anomaly: the backward of " + detail::op_at(n) + " returned " +
+                       (std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf") +
+                       " in the gradient of input " + std::to_string(i) + " (shape " +
+                       g.shape().str() + ") at " + g.shape().index_str(bad) +
+                       " (tg::AnomalyGuard is on)");
+  }
+}
+
 }  // namespace
 
 Node::~Node() {
@@ -122,7 +144,20 @@ void Node::release() {
   drain(q);
 }
 
-std::shared_ptr<Node> make_node() { return detail::make_pooled<Node>(); }
+std::shared_ptr<Node> make_node() {
+  // A thread's engine state (this file's release queue, the pass's lists, the storage cache)
+  // registers its destructor with the C runtime on first use, which allocates: so it is used
+  // with the thread's first node, while there is memory, not first in a destructor that a
+  // MemoryError runs (where a refused registration aborts the process).
+  static thread_local const bool ready = [] {
+    (void)release_queue.nodes.size();
+    (void)allocator_stats();
+    detail::touch_pass_state();
+    return true;
+  }();
+  (void)ready;
+  return detail::make_pooled<Node>();
+}
 
 namespace detail {
 
@@ -216,8 +251,9 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   const RecordingWithin within(n);
   // The output, attached to n again, so that a formula in Y stays differentiable.
   const Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
+  Grads grads;
   try {
-    return use_kernel ? n.kernel(dY, Y) : n.formula(dY, Y);
+    grads = use_kernel ? n.kernel(dY, Y) : n.formula(dY, Y);
   } catch (const ShapeError& e) {
     throw ShapeError(where(e.what()));
   } catch (const ValueError& e) {
@@ -227,6 +263,8 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   } catch (const IoError& e) {
     throw IoError(where(e.what()));
   }
+  if (is_anomaly_enabled()) check_finite(n, grads);
+  return grads;
 }
 
 }  // namespace detail

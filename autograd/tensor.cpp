@@ -166,13 +166,20 @@ void dispatch_any(Dtype d, F&& f) {
 
 // to: Y = X converted;  dX = dY converted back (an int64 result is not differentiable)
 Tensor Tensor::to(Dtype d, const std::source_location& where) const {
-  if (d == dtype()) return clone(where);
   Tensor out(shape(), d);
   dispatch_any(dtype(), [&]<class S>() {
     dispatch_any(d, [&]<class D>() {
       const S* src = data<S>();
       D* dst = out.data<D>();
-      for (int64_t i = 0; i < numel(); ++i) dst[i] = static_cast<D>(src[i]);
+      for (int64_t i = 0; i < numel(); ++i) {
+        if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>)
+          // A NaN, an infinity or a value past int64 has no int64 (the cast would be undefined).
+          if (!(src[i] >= S(-9223372036854775808.0) && src[i] < S(9223372036854775808.0)))
+            throw ValueError("to: element " + shape().index_str(i) + " of a " +
+                             dtype_name(dtype()) + " tensor " + shape().str() + " is " +
+                             std::to_string(src[i]) + ", which no int64 holds");
+        dst[i] = static_cast<D>(src[i]);
+      }
     });
   });
   if (!is_floating(d)) return out;

@@ -14,6 +14,7 @@
 
 #include <tapegrad/autograd/dtype.h>
 #include <tapegrad/autograd/error.h>
+#include <tapegrad/autograd/hooks.h>
 #include <tapegrad/autograd/shape.h>
 #include <tapegrad/autograd/storage.h>
 
@@ -21,6 +22,9 @@ namespace tg {
 
 class Node;
 class Tensor;
+namespace detail {
+struct HookList;
+}
 
 struct TensorImpl {
   // User-provided, so that make_shared's value-initialisation runs the member initialisers
@@ -32,6 +36,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;    // the op that made this tensor; null for a leaf
   std::shared_ptr<TensorImpl> grad; // accumulated gradient of a requires_grad leaf
+  std::shared_ptr<detail::HookList> hooks;  // a leaf's gradient hooks (a non-leaf's: its node's)
 };
 
 class Tensor {
@@ -100,6 +105,13 @@ class Tensor {
                 bool create_graph = false,
                 const std::source_location& where = std::source_location::current()) const;
 
+  /// Registers fn to see, and perhaps replace, the gradient flowing into this tensor in every
+  /// later backward (autograd/hooks.h). Throws GraphError when the tensor does not require grad.
+  HookHandle register_hook(GradHook fn) const;
+  /// Makes a non-leaf keep its gradient in grad() after a backward, accumulated as a leaf's
+  /// (PyTorch's retain_grad); a no-op on a leaf. Throws GraphError when it does not require grad.
+  void retain_grad() const;
+
   /// The same data, cut off from the tape (shares storage).
   Tensor detach() const;
   /// A deep copy of the data, on the tape as PyTorch's: its gradient flows back to this tensor
@@ -115,7 +127,7 @@ class Tensor {
   /// axis around `...`. The suffixes are PyTorch's, with tapegrad's names: `dtype=float64` (when
   /// not the default dtype or int64), `size=(0, 3)` (empty), `requires_grad=True` (a leaf),
   /// `grad_fn=<matmul>` (the op that made it).
-  std::string str(int precision = 4) const;
+  std::string str(int precision = 4) const;  // ValueError outside [0, 30]
 
   TensorImpl& impl() const {
     if (!impl_) throw_undefined();

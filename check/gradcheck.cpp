@@ -1,5 +1,6 @@
 #include <tapegrad/check/gradcheck.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,22 +17,34 @@ namespace tg {
 
 namespace {
 
-// Fresh leaves holding `values`, so each evaluation builds its own graph. Int64 and bool inputs
-// (indices, masks) are passed as they are: they have no gradient.
-std::vector<Tensor> leaves(const std::vector<Tensor>& values) {
+// Which inputs are checked: as torch.autograd.gradcheck, the ones that require grad; when none
+// does, every floating one. Int64 and bool inputs (indices, masks) never are.
+std::vector<bool> checked_inputs(const std::vector<Tensor>& inputs) {
+  const bool any = std::any_of(inputs.begin(), inputs.end(),
+                               [](const Tensor& x) { return x.defined() && x.requires_grad(); });
+  std::vector<bool> checked;
+  for (const Tensor& x : inputs)
+    checked.push_back(x.defined() && is_floating(x.dtype()) && (!any || x.requires_grad()));
+  return checked;
+}
+
+// Fresh leaves holding `values`, so each evaluation builds its own graph; the checked ones
+// require grad, the others are passed as they are.
+std::vector<Tensor> leaves(const std::vector<Tensor>& values, const std::vector<bool>& checked) {
   std::vector<Tensor> xs;
-  for (const Tensor& v : values) {
-    Tensor x = v.detach().clone();
-    if (is_floating(x.dtype())) x.set_requires_grad();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    Tensor x = values[i].detach().clone();
+    if (checked[i]) x.set_requires_grad();
     xs.push_back(x);
   }
   return xs;
 }
 
 // All outputs of f at `values`, flattened to one vector of doubles.
-std::vector<double> eval_flat(const Function& f, const std::vector<Tensor>& values) {
+std::vector<double> eval_flat(const Function& f, const std::vector<Tensor>& values,
+                              const std::vector<bool>& checked) {
   std::vector<double> flat;
-  for (const Tensor& y : f(leaves(values))) {
+  for (const Tensor& y : f(leaves(values, checked))) {
     const auto v = y.to_vector();
     flat.insert(flat.end(), v.begin(), v.end());
   }
@@ -136,6 +149,7 @@ std::string describe(const GradcheckResult& r, const GradcheckOptions& o,
 // where each output's entries start in the flattened outputs.
 struct Setup {
   std::vector<Tensor> values, xs, outputs;
+  std::vector<bool> checked;
   std::vector<Shape> out_shapes;
   std::vector<int64_t> out_offset;
   int64_t n_out = 0;
@@ -147,7 +161,8 @@ struct Setup {
       values.push_back(to_double ? x.detach().to(Dtype::f64) : x.detach().clone());
     }
     if (o.eps <= 0) throw ValueError("gradcheck: eps must be positive");
-    xs = leaves(values);
+    checked = checked_inputs(inputs);
+    xs = leaves(values, checked);
     outputs = f(xs);
     for (const Tensor& y : outputs) {
       if (!y.defined()) throw ValueError("gradcheck: the function returned an undefined tensor");
@@ -214,7 +229,8 @@ void check_full(const Function& f, const Setup& s, const GradcheckOptions& o, Co
     if (!s.xs[i].requires_grad()) continue;
     const int64_t n_i = s.xs[i].numel();
     for (int64_t k = 0; k < n_i; ++k) {
-      const auto fp = eval_flat(f, s.moved(i, k, o.eps)), fm = eval_flat(f, s.moved(i, k, -o.eps));
+      const auto fp = eval_flat(f, s.moved(i, k, o.eps), s.checked),
+                 fm = eval_flat(f, s.moved(i, k, -o.eps), s.checked);
       for (int64_t q = 0; q < s.n_out; ++q) {
         const double num = (fp[q] - fm[q]) / (2 * o.eps);
         const int j = s.output_of(q);
@@ -249,8 +265,8 @@ void check_fast(const Function& f, const Setup& s, const GradcheckOptions& o, Co
   for (std::size_t i = 0; i < s.xs.size(); ++i) {
     if (!s.xs[i].requires_grad()) continue;
     const std::vector<double> u = randn(s.values[i].shape(), rng, s.values[i].dtype()).to_vector();
-    const auto fp = eval_flat(f, s.moved(i, 0, o.eps, &u));
-    const auto fm = eval_flat(f, s.moved(i, 0, -o.eps, &u));
+    const auto fp = eval_flat(f, s.moved(i, 0, o.eps, &u), s.checked);
+    const auto fm = eval_flat(f, s.moved(i, 0, -o.eps, &u), s.checked);
     double num = 0;
     for (int64_t q = 0; q < s.n_out; ++q) num += vflat[q] * (fp[q] - fm[q]) / (2 * o.eps);
     for (Form form : {Form::kernels, Form::formulas}) {
@@ -312,17 +328,22 @@ GradcheckResult gradcheck(const ScalarFunction& f, const std::vector<Tensor>& in
 GradcheckResult gradgradcheck(const Function& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& options) {
   std::vector<Tensor> xs;
-  for (const Tensor& x : inputs) {
+  for (const Tensor& x : inputs)
     if (!x.defined()) throw ValueError("gradgradcheck: an input is an undefined tensor");
+  const std::vector<bool> checked = checked_inputs(inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
     const bool to_double = options.in_double && is_floating(x.dtype());
     xs.push_back(to_double ? x.detach().to(Dtype::f64) : x.detach().clone());
+    if (checked[i]) xs.back().set_requires_grad();  // so that check() checks the same inputs
   }
   // Random grad_outputs, one per output of f, become extra inputs of the checked function.
   Rng rng(options.seed + 0x9e3779b97f4a7c15ull);
   const std::size_t n = xs.size();
   std::vector<Tensor> all = xs;
-  for (const Tensor& y : f(leaves(xs)))
-    all.push_back(is_floating(y.dtype()) ? randn(y.shape(), rng, y.dtype()) : y.detach().clone());
+  for (const Tensor& y : f(leaves(xs, checked)))
+    all.push_back(is_floating(y.dtype()) ? randn(y.shape(), rng, y.dtype()).set_requires_grad()
+                                         : y.detach().clone());
   // g returns the gradient of each floating input (int64 and bool inputs have none).
   Function g = [f, n](const std::vector<Tensor>& args) {
     std::vector<Tensor> x(args.begin(), args.begin() + n), v(args.begin() + n, args.end());

@@ -4,8 +4,9 @@
 // against the reverse-mode Jacobian (one backward per output element). An entry passes when
 //   |analytical - numerical| <= atol + rtol * |numerical|.
 // Beyond PyTorch: float inputs are checked in double by default (the same function runs on
-// double copies); int64 and bool inputs (indices, masks) are passed as they are and have no
-// Jacobian; every derivative form is checked (the reverse pass once with the ops' kernels where
+// double copies); as PyTorch's, the inputs that require grad are checked and the others passed
+// as constants, and when none requires grad every floating one is checked; int64 and bool
+// inputs (indices, masks) are passed as they are; every derivative form is checked (the reverse pass once with the ops' kernels where
 // they have one, once with their formulas only); and a check whose Jacobians are both (near)
 // zero everywhere says it proves nothing.
 

@@ -121,7 +121,8 @@ double loss_and_coefficients(const Tensor& X, const Tensor& t, const CrossEntrop
       for (int64_t k = 0; k < V; ++k) c.smooth[k] = eps / double(V) * w(k) / W;
     }
   }
-  return total / W;  // W = 0: NaN
+  // W = 0: NaN, as PyTorch's (0 / 0 in its nll part), also when smoothing makes total nonzero.
+  return W == 0 ? std::numeric_limits<double>::quiet_NaN() : total / W;
 }
 
 // The formula's constants as tensors in X's dtype: C (X's shape) and s (X's shape, last axis 1).

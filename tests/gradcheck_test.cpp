@@ -314,6 +314,27 @@ TEST(Gradcheck, KeepsInt64InputsAsTheyAre) {
   EXPECT_TRUE(rr.passed) << rr.message;
 }
 
+// As PyTorch's: when some inputs require grad only they are checked, the rest are constants
+// (a class weight cross_entropy refuses to differentiate); when none does, every floating one.
+TEST(Gradcheck, ChecksTheInputsThatRequireGradAndPassesTheRestAsTheyAre) {
+  const Tensor logits = randn({4, 3}, 23).set_requires_grad();
+  const Tensor w = tg::from_vector({0.5, 2.0, 1.0}, {3}, tg::Dtype::f64);
+  const Tensor t = tg::from_indices({2, 0, 1, 1}, {4});
+  auto f = [&](const std::vector<Tensor>& v) {
+    EXPECT_FALSE(v[1].requires_grad());
+    return tg::cross_entropy(v[0], t, {.weight = v[1], .label_smoothing = 0.1});
+  };
+  const auto r = tg::gradcheck(f, {logits, w});
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_EQ(r.entries, 2 * 12);  // two forms x the logits' 12 entries; w is not checked
+  const auto rr = tg::gradgradcheck(f, {logits, w});
+  EXPECT_TRUE(rr.passed) << rr.message;
+  // Nothing marked: both inputs are checked (a product, so that w's gradient is not zero).
+  auto g = [](const std::vector<Tensor>& v) { return tg::mul(v[0], v[1]); };
+  EXPECT_EQ(tg::gradcheck(g, {randn({3}, 24), randn({3}, 25)}).entries, 2 * 2 * 9);
+  EXPECT_EQ(tg::gradcheck(g, {randn({3}, 24), randn({3}, 25).set_requires_grad()}).entries, 2 * 9);
+}
+
 TEST(Gradcheck, LeavesGradModeAndInputsAlone) {
   const Tensor x = randn({2, 3}, 17);
   const auto before = x.to_vector();

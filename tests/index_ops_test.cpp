@@ -114,6 +114,16 @@ TEST(CrossEntropy, AllIgnoredIsNanWithZeroGradient) {
   }
 }
 
+// Every kept target of weight 0 with label smoothing: the smoothing part is finite but the
+// mean divides by the targets' weights, 0: NaN, as PyTorch 1.13 (not inf).
+TEST(CrossEntropy, ZeroWeightOfEveryKeptTargetIsNanAlsoWithSmoothing) {
+  const Tensor x = tg::from_vector({0.3, 0.7, 0.1, 0.2}, {2, 2}, tg::Dtype::f64);
+  const Tensor w = tg::from_vector({0.0, 1.0}, {2}, tg::Dtype::f64);
+  const Tensor y = tg::cross_entropy(x, tg::from_indices({0, 0}, {2}),
+                                     {.weight = w, .label_smoothing = 0.2});
+  EXPECT_TRUE(std::isnan(y.item())) << y.item();
+}
+
 TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverCount) {
   tg::Rng rng(2);
   const Tensor x = tg::randn({5, 4}, rng);

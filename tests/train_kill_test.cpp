@@ -177,5 +177,37 @@ TEST(TrainKill, OlderTrainStateResumesFromTheFilesBesideIt) {
   EXPECT_EQ(read_safetensors(state_file).metadata.count("tapegrad.config"), 1u);
 }
 
+// A kill after the last checkpoint's rename but before model.safetensors, metrics.csv and
+// loss.svg were written again leaves them an update behind: resuming the finished run writes
+// them from the checkpoint (the moment the random kills above seldom hit, made here on purpose).
+TEST(TrainKill, ResumingAFinishedRunRepairsItsFiles) {
+  TempDir dir;
+  spit(dir / "text.txt", test::repetitive_text());
+  auto flags = [&](const fs::path& out, const char* steps) {
+    std::vector<std::string> a = run_flags(dir / "text.txt", out);
+    for (std::size_t i = 0; i + 1 < a.size(); ++i)
+      if (a[i] == "--steps") a[i + 1] = steps;
+    return a;
+  };
+  ASSERT_EQ(test::run(kExe, flags(dir / "whole", "20")).status, 0);
+  ASSERT_EQ(test::run(kExe, flags(dir / "short", "18")).status, 0);
+  fs::create_directories(dir / "killed");
+  fs::copy_file(dir / "whole/train_state.safetensors", dir / "killed/train_state.safetensors");
+  for (const char* f : {"model.safetensors", "metrics.csv", "loss.svg"})
+    fs::copy_file(dir / "short" / f, dir / "killed" / f);
+  std::vector<std::string> resume = flags(dir / "killed", "20");
+  resume.insert(resume.end(), {"--resume", dir.file("killed")});
+  const test::Outcome r = test::run(kExe, resume);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* f : {"model.safetensors", "metrics.csv"})
+    EXPECT_TRUE(slurp(dir / "whole" / f) == slurp(dir / "killed" / f)) << f;
+  // Fewer steps than the run has done is still a usage error.
+  std::vector<std::string> fewer = flags(dir / "killed", "19");
+  fewer.insert(fewer.end(), {"--resume", dir.file("killed")});
+  const test::Outcome f = test::run(kExe, fewer);
+  EXPECT_EQ(f.status, 2);
+  EXPECT_NE(f.err.find("has done 20 updates already"), std::string::npos) << f.err;
+}
+
 }  // namespace
 }  // namespace tg

@@ -88,7 +88,9 @@ Checkpoint open_checkpoint(Run& run, const RootFiles& files) {
     open_old_checkpoint(c, files, dir, run.start);
   }
   apply_checkpoint_flags(run.args, *c.model.model, c.state.metadata, c.state_path);
-  if (run.start >= run.args.steps)
+  // A run resumed at its last update does none: its files are written again from the checkpoint
+  // (a kill between the checkpoint's rename and theirs may have left them an update behind).
+  if (run.start > run.args.steps)
     throw UsageError("--steps " + std::to_string(run.args.steps) + ": the run in " + dir +
                      " has done " + std::to_string(run.start) +
                      " updates already; ask for more steps to continue it");
