@@ -31,7 +31,13 @@ void check_inputs(const Tensor& X, const Tensor& Y, const Tensor& P) {
   if (P.dtype() != X.dtype())
     throw ValueError(std::string(kOp) + ": pos_weight must have the input's dtype " +
                      dtype_name(X.dtype()) + ", got " + dtype_name(P.dtype()) + ": " + shapes);
-  if (!(broadcast_shapes(P.shape(), X.shape(), kOp) == X.shape()))
+  bool fits = true;
+  try {
+    fits = broadcast_shapes(P.shape(), X.shape(), kOp) == X.shape();
+  } catch (const ShapeError&) {
+    fits = false;
+  }
+  if (!fits)
     throw ShapeError(std::string(kOp) + ": pos_weight must broadcast to the input's shape: " +
                      shapes);
   if (P.requires_grad())
