@@ -2,10 +2,13 @@
 // Every op. Each file pair in this folder holds one op: its math, shape checks, forward and
 // backward.
 
+#include <tapegrad/ops/abs.h>
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/add_mask.h>
+#include <tapegrad/ops/binary_cross_entropy_with_logits.h>
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
+#include <tapegrad/ops/clamp.h>
 #include <tapegrad/ops/cross_entropy.h>
 #include <tapegrad/ops/div.h>
 #include <tapegrad/ops/dropout.h>
@@ -13,20 +16,31 @@
 #include <tapegrad/ops/erf.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/gelu.h>
+#include <tapegrad/ops/l1_loss.h>
 #include <tapegrad/ops/layer_norm.h>
 #include <tapegrad/ops/log.h>
 #include <tapegrad/ops/log_softmax.h>
+#include <tapegrad/ops/loss_reduction.h>
 #include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/maximum.h>
 #include <tapegrad/ops/mean.h>
+#include <tapegrad/ops/minimum.h>
+#include <tapegrad/ops/mse_loss.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/narrow.h>
+#include <tapegrad/ops/nll_loss.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/permute.h>
+#include <tapegrad/ops/pow.h>
 #include <tapegrad/ops/relu.h>
 #include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/rms_norm.h>
 #include <tapegrad/ops/rope.h>
 #include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sigmoid.h>
+#include <tapegrad/ops/silu.h>
 #include <tapegrad/ops/softmax.h>
+#include <tapegrad/ops/softplus.h>
 #include <tapegrad/ops/sqrt.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>

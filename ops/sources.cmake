@@ -1,11 +1,14 @@
 # ops/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
+  ops/abs.cpp
   ops/add.cpp
   ops/add_mask.cpp
   ops/attention_composed.cpp
   ops/attention_kernels.cpp
+  ops/binary_cross_entropy_with_logits.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
+  ops/clamp.cpp
   ops/cross_entropy.cpp
   ops/div.cpp
   ops/dropout.cpp
@@ -14,20 +17,31 @@ list(APPEND TAPEGRAD_SOURCES
   ops/exp.cpp
   ops/gelu.cpp
   ops/gemm.cpp
+  ops/l1_loss.cpp
   ops/layer_norm.cpp
   ops/log.cpp
   ops/log_softmax.cpp
+  ops/loss_reduction.cpp
   ops/matmul.cpp
+  ops/maximum.cpp
   ops/mean.cpp
+  ops/minimum.cpp
+  ops/mse_loss.cpp
   ops/mul.cpp
   ops/op_list.cpp
   ops/narrow.cpp
+  ops/nll_loss.cpp
   ops/permute.cpp
+  ops/pow.cpp
   ops/relu.cpp
   ops/reshape.cpp
+  ops/rms_norm.cpp
   ops/rope.cpp
   ops/scale.cpp
+  ops/sigmoid.cpp
+  ops/silu.cpp
   ops/softmax.cpp
+  ops/softplus.cpp
   ops/sqrt.cpp
   ops/sub.cpp
   ops/sum.cpp

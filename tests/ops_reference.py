@@ -1,9 +1,12 @@
-"""PyTorch's side of tests/ops_torch_test.cpp: the ops with PyTorch's axis arguments.
+"""PyTorch's side of tests/ops_torch_test.cpp: the ops with PyTorch's axis arguments, and the
+elementwise ops, rms_norm and losses of the recurrent and Llama models.
 
 --dir holds cases.txt, one case a line: `<case> <op> key=value ...`, and a folder per case with
-x.npy (float64 input), w.npy (fixed random weights of the output's shape) and, for
-cross_entropy, targets.npy (int64) and optionally weight.npy. For each case this writes y.npy
-(the op's output) and dx.npy (the gradient of sum(y * w) with respect to x) into its folder.
+x.npy (float64 input) and, for ops of several inputs, x1.npy, x2.npy ..., w.npy (fixed random
+weights of the output's shape) and, for cross_entropy and nll_loss, targets.npy (int64) and
+optionally weight.npy; pos_weight.npy for binary_cross_entropy_with_logits. For each case this
+writes y.npy (the op's output), dx.npy, dx1.npy ... (the gradients of sum(y * w) with respect
+to x, x1 ...) and y32.npy (the output with every float input rounded to float32) into its folder.
 """
 
 import argparse
@@ -14,7 +17,83 @@ import torch
 import torch.nn.functional as F
 
 
+REDUCTIONS = {"mean", "sum", "none"}
+
+
+def load(d, name, dtype):
+    path = os.path.join(d, name)
+    return torch.from_numpy(np.load(path)).to(dtype) if os.path.exists(path) else None
+
+
+def inputs(d, dtype):
+    xs, k = [load(d, "x.npy", dtype)], 1
+    while os.path.exists(os.path.join(d, "x%d.npy" % k)):
+        xs.append(load(d, "x%d.npy" % k, dtype))
+        k += 1
+    return [x.requires_grad_() for x in xs]
+
+
+def forward(op, kw, d, xs, dtype):
+    """The op on xs (PyTorch tensors of `dtype`); None for the ops of tapegrad's axis arguments."""
+    x = xs[0]
+    reduction = kw.get("reduction", "mean")
+    assert reduction in REDUCTIONS
+    if op == "sigmoid":
+        return torch.sigmoid(x)
+    if op == "silu":
+        return F.silu(x)
+    if op == "softplus":
+        return F.softplus(x, beta=float(kw["beta"]), threshold=float(kw["threshold"]))
+    if op == "abs":
+        return torch.abs(x)
+    if op == "pow":
+        p = float(kw["p"])
+        if "abs_plus" in kw:
+            x = x.abs() + float(kw["abs_plus"])
+        return torch.pow(x, p)
+    if op == "clamp":
+        return torch.clamp(x, float(kw["lo"]), float(kw["hi"]))
+    if op == "maximum":
+        return torch.maximum(x, xs[1])
+    if op == "minimum":
+        return torch.minimum(x, xs[1])
+    if op == "rms_norm":  # PyTorch's reference, as Llama writes it
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + float(kw["eps"]))
+        return y * xs[1] if kw["weight"] == "1" else y
+    if op == "mse_loss":
+        return F.mse_loss(x, xs[1], reduction=reduction)
+    if op == "l1_loss":
+        return F.l1_loss(x, xs[1], reduction=reduction)
+    if op == "binary_cross_entropy_with_logits":
+        return F.binary_cross_entropy_with_logits(x, xs[1], reduction=reduction,
+                                                  pos_weight=load(d, "pos_weight.npy", dtype))
+    if op == "nll_loss":
+        t = load(d, "targets.npy", torch.long)
+        return F.nll_loss(x, t, weight=load(d, "weight.npy", dtype),
+                          ignore_index=int(kw["ignore_index"]), reduction=reduction)
+    return None
+
+
+def run_model_op(op, kw, d):
+    xs = inputs(d, torch.float64)
+    y = forward(op, kw, d, xs, torch.float64)
+    if y is None:
+        return False
+    w = torch.from_numpy(np.load(os.path.join(d, "w.npy")))
+    grads = torch.autograd.grad((y * w).sum(), xs, allow_unused=True)
+    np.save(os.path.join(d, "y.npy"), np.array(y.detach().numpy(), order="C"))
+    for k, (x, g) in enumerate(zip(xs, grads)):
+        g = torch.zeros_like(x) if g is None else g
+        np.save(os.path.join(d, "dx%s.npy" % (k or "")), np.array(g.numpy(), order="C"))
+    with torch.no_grad():
+        y32 = forward(op, kw, d, [x.detach() for x in inputs(d, torch.float32)], torch.float32)
+    np.save(os.path.join(d, "y32.npy"), np.array(y32.numpy(), order="C"))
+    return True
+
+
 def run(op, kw, d):
+    if run_model_op(op, kw, d):
+        return
     x = torch.from_numpy(np.load(os.path.join(d, "x.npy"))).requires_grad_()
     if op == "softmax":
         y = torch.softmax(x, int(kw["dim"]))

@@ -1,0 +1,31 @@
+// abs: Y = |X|;  dX = dY * sign(X),  sign(0) = 0 as PyTorch's (the sign is a constant: its own
+// derivative is 0)
+
+#include <tapegrad/ops/abs.h>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+
+namespace tg {
+
+Tensor abs(const Tensor& X, const std::source_location& where) {
+  detail::check_floating("abs", X);
+  Tensor Y(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).abs();
+  });
+  return record("abs", Y, {X}, where).saves(X).formula([X](const Tensor& dY) -> Grads {
+    Tensor sign(X.shape(), X.dtype());
+    dispatch(X.dtype(), [&]<class T>() {
+      const int64_t n = X.numel();
+      auto x = detail::CMapArr<T>(X.data<T>(), n);
+      detail::MapArr<T>(sign.data<T>(), n) =
+          (x > T(0)).template cast<T>() - (x < T(0)).template cast<T>();
+    });
+    return {mul(dY, sign)};
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,37 @@
+// l1_loss: E = |X - Y|,  L = reduce(E) (none, sum, or mean over N elements);
+//   dX = dL * sign(X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1;  sign(0) = 0 (PyTorch's)
+// The sign is a constant: its own derivative is 0.
+
+#include <tapegrad/ops/l1_loss.h>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/operators.h>
+
+namespace tg {
+
+Tensor l1_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
+               const std::source_location& where) {
+  detail::check_floating("l1_loss", X);
+  detail::check_floating("l1_loss", Y);
+  detail::check_same_dtype("l1_loss", X, Y);
+  detail::check_loss_shapes("l1_loss", X, Y);
+  const int64_t n = X.numel();
+  Tensor E(X.shape(), X.dtype()), sign(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const Eigen::Array<T, Eigen::Dynamic, 1> d =
+        detail::CMapArr<T>(X.data<T>(), n) - detail::CMapArr<T>(Y.data<T>(), n);
+    detail::MapArr<T>(E.data<T>(), n) = d.abs();
+    detail::MapArr<T>(sign.data<T>(), n) =
+        (d > T(0)).template cast<T>() - (d < T(0)).template cast<T>();
+  });
+  const double f = detail::reduction_factor(reduction, n);
+  return record("l1_loss", detail::reduce_loss(E, reduction), {X, Y}, where)
+      .saves(X, Y)
+      .formula([X, Y, sign, f](const Tensor& dL) -> Grads {
+        const Tensor dX = mul(dL, scale(sign, f));
+        return {X.requires_grad() ? dX : Tensor(), Y.requires_grad() ? scale(dX, -1.0) : Tensor()};
+      });
+}
+
+}  // namespace tg

@@ -1,0 +1,42 @@
+// minimum: Y = A < B ? A : B (broadcasting);  dA = sum_to(dY * M_A, A.shape),  dB = sum_to(dY * M_B, B.shape)
+//   M_A = 1 where A < B, 1/2 where A = B, 0 where A > B;  M_B = 1 - M_A (both 1 where one is NaN,
+//   as PyTorch's masks). The masks are constants: their own derivative is 0.
+
+#include <tapegrad/ops/minimum.h>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/sum_to.h>
+
+namespace tg {
+
+namespace {
+
+// Where the gradient of `first` goes in first minimum second: 1, 1/2 at ties, 0 where the other wins.
+Tensor share(const Tensor& first, const Tensor& second) {
+  return dispatch(first.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("minimum", first, second, [](auto x, auto y) {
+      return (x > y).select(T(0), T(1) - (x == y).template cast<T>() * T(0.5));
+    });
+  });
+}
+
+}  // namespace
+
+Tensor minimum(const Tensor& A, const Tensor& B, const std::source_location& where) {
+  detail::check_floating("minimum", A);
+  detail::check_floating("minimum", B);
+  Tensor Y = dispatch(A.dtype(), [&]<class T>() {
+    return detail::broadcast_binary<T>("minimum", A, B, [](auto x, auto y) {
+      return (x < y || x != x).select(x, y);  // NaN in either wins, as PyTorch's
+    });
+  });
+  return record("minimum", Y, {A, B}, where).saves(A, B).formula([A, B](const Tensor& dY) -> Grads {
+    return {A.requires_grad() ? sum_to(mul(dY, share(A, B)), A.shape()) : Tensor(),
+            B.requires_grad() ? sum_to(mul(dY, share(B, A)), B.shape()) : Tensor()};
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,33 @@
+// mse_loss: E = (X - Y)^2,  L = reduce(E) (none, sum, or mean over N elements);
+//   dX = dL * 2 (X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1 (dL broadcasts for sum and mean)
+
+#include <tapegrad/ops/mse_loss.h>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/operators.h>
+
+namespace tg {
+
+Tensor mse_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
+                const std::source_location& where) {
+  detail::check_floating("mse_loss", X);
+  detail::check_floating("mse_loss", Y);
+  detail::check_same_dtype("mse_loss", X, Y);
+  detail::check_loss_shapes("mse_loss", X, Y);
+  Tensor E(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<class T>() {
+    const int64_t n = X.numel();
+    const auto d = detail::CMapArr<T>(X.data<T>(), n) - detail::CMapArr<T>(Y.data<T>(), n);
+    detail::MapArr<T>(E.data<T>(), n) = d * d;
+  });
+  const double f = 2 * detail::reduction_factor(reduction, X.numel());
+  return record("mse_loss", detail::reduce_loss(E, reduction), {X, Y}, where)
+      .saves(X, Y)
+      .formula([X, Y, f](const Tensor& dL) -> Grads {
+        const Tensor dX = mul(dL, scale(sub(X, Y), f));
+        return {X.requires_grad() ? dX : Tensor(), Y.requires_grad() ? scale(dX, -1.0) : Tensor()};
+      });
+}
+
+}  // namespace tg
