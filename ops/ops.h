@@ -6,6 +6,7 @@
 #include <tapegrad/ops/add_mask.h>
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
+#include <tapegrad/ops/conv.h>
 #include <tapegrad/ops/cross_entropy.h>
 #include <tapegrad/ops/div.h>
 #include <tapegrad/ops/dropout.h>
@@ -22,6 +23,7 @@
 #include <tapegrad/ops/narrow.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/permute.h>
+#include <tapegrad/ops/pool.h>
 #include <tapegrad/ops/relu.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/rope.h>

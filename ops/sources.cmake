@@ -6,6 +6,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/attention_kernels.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
+  ops/conv.cpp
   ops/cross_entropy.cpp
   ops/div.cpp
   ops/dropout.cpp
@@ -14,6 +15,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/exp.cpp
   ops/gelu.cpp
   ops/gemm.cpp
+  ops/im2col.cpp
   ops/layer_norm.cpp
   ops/log.cpp
   ops/log_softmax.cpp
@@ -23,6 +25,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/op_list.cpp
   ops/narrow.cpp
   ops/permute.cpp
+  ops/pool.cpp
   ops/relu.cpp
   ops/reshape.cpp
   ops/rope.cpp
