@@ -82,5 +82,6 @@ class Table {
 void training_op_cases(Table& t);  // check/registry_training.cpp
 void index_op_cases(Table& t);     // check/registry_index.cpp
 void dims_op_cases(Table& t);      // check/registry_dims.cpp
+void conv_op_cases(Table& t);      // check/registry_conv.cpp
 
 }  // namespace tg::detail

@@ -6,4 +6,5 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry_training.cpp
   check/registry_index.cpp
   check/registry_dims.cpp
+  check/registry_conv.cpp
 )
