@@ -16,6 +16,7 @@
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -99,6 +100,32 @@ Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_loc
 // Output sizes (checked above to be at least 1).
 int64_t pooled(int64_t n, int64_t k, int64_t s, int64_t p) { return (n + 2 * p - k) / s + 1; }
 
+// One (H, W) plane into y (H_out, W_out) and the flat index of each window's maximum, with
+// PyTorch's rule: start from -inf at the window's first real entry, take an entry that is
+// greater or NaN (so the first maximum wins, and the last NaN).
+template <class T>
+void max_pool_plane(const T* x, int64_t H, int64_t W, Int2 k, Int2 s, Int2 p, int64_t Ho,
+                    int64_t Wo, T* y, int64_t* ix) {
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    const int64_t h0 = std::max<int64_t>(oh * s.h - p.h, 0), h1 = std::min(oh * s.h - p.h + k.h, H);
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const int64_t w0 = std::max<int64_t>(ow * s.w - p.w, 0), w1 = std::min(ow * s.w - p.w + k.w, W);
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t at = h0 * W + w0;
+      for (int64_t ih = h0; ih < h1; ++ih)
+        for (int64_t iw = w0; iw < w1; ++iw) {
+          const T v = x[ih * W + iw];
+          if (v > best || std::isnan(v)) {
+            best = v;
+            at = ih * W + iw;
+          }
+        }
+      y[oh * Wo + ow] = best;
+      ix[oh * Wo + ow] = at;
+    }
+  }
+}
+
 // On a checked (N, C, H, W) input.
 Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
                         const std::source_location& where) {
@@ -106,31 +133,15 @@ Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
   const int64_t Ho = pooled(H, k.h, s.h, p.h), Wo = pooled(W, k.w, s.w, p.w);
   Tensor Y({N, C, Ho, Wo}, X.dtype());  // (N, C, H_out, W_out)
   Tensor idx({N, C, Ho, Wo}, Dtype::i64);  // flat index of each maximum in its (H, W) plane
+  const int64_t planes = N * C, plane_in = H * W, plane_out = Ho * Wo;
+  const int team = planes * plane_out * k.h * k.w < (int64_t{1} << 18) ? 1 : detail::team_size();
   dispatch(X.dtype(), [&]<class T>() {
     const T* x = X.data<T>();
     T* y = Y.data<T>();
     int64_t* ix = idx.data<int64_t>();
-    for (int64_t pl = 0; pl < N * C; ++pl)
-      for (int64_t oh = 0; oh < Ho; ++oh)
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          const int64_t h0 = std::max<int64_t>(oh * s.h - p.h, 0), h1 = std::min(oh * s.h - p.h + k.h, H);
-          const int64_t w0 = std::max<int64_t>(ow * s.w - p.w, 0), w1 = std::min(ow * s.w - p.w + k.w, W);
-          // As PyTorch: start from -inf at the window's first real entry; a NaN wins and stays.
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t at = h0 * W + w0;
-          bool nan = false;
-          for (int64_t ih = h0; ih < h1 && !nan; ++ih)
-            for (int64_t iw = w0; iw < w1 && !nan; ++iw) {
-              const T v = x[pl * H * W + ih * W + iw];
-              if (v > best || std::isnan(v)) {
-                best = v;
-                at = ih * W + iw;
-                nan = std::isnan(v);
-              }
-            }
-          y[(pl * Ho + oh) * Wo + ow] = best;
-          ix[(pl * Ho + oh) * Wo + ow] = at;
-        }
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      max_pool_plane(x + pl * plane_in, H, W, k, s, p, Ho, Wo, y + pl * plane_out, ix + pl * plane_out);
   });
   const Shape shape = X.shape();
   return record(op, std::move(Y), {X}, where)
