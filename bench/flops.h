@@ -44,6 +44,13 @@ inline double attention_fwdbwd_useful_flops(int64_t B, int64_t T, int64_t D) {
   return (4 + 5) * 2 * b * t * d * d + (2 + 4) * 2 * b * t * t * d * causal_fraction(T);
 }
 
+/// conv2d's forward: every output entry (N, C_out, H_out, W_out) is a dot product of
+/// C_in / groups * kH * kW taps. Its backward (dX and dW, one product each) is twice that.
+inline double conv2d_fwd_flops(int64_t N, int64_t C_out, int64_t H_out, int64_t W_out,
+                               int64_t C_in_per_group, int64_t kH, int64_t kW) {
+  return 2.0 * N * C_out * H_out * W_out * C_in_per_group * kH * kW;
+}
+
 /// nanoGPT's parameter count N for its FLOP estimate (get_num_params(non_embedding=True)):
 /// every parameter but the position embedding; wte counts, since it is also the output head.
 /// Per layer: ln_1, ln_2 (2C each), c_attn (3C^2 + 3C), attn.c_proj (C^2 + C), mlp.c_fc

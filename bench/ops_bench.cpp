@@ -46,6 +46,17 @@ void run_op(benchmark::State& st, const tg::OpInfo& info, bool backward, double 
         benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// X (N, C_in, H, H), W (C_out, C_in, 3, 3), b (C_out) from the benchmark's arguments.
+template <class T>
+void run_conv2d(benchmark::State& st, bool backward) {
+  const int64_t N = st.range(0), C_in = st.range(1), C_out = st.range(2), H = st.range(3);
+  tg::OpInfo info{"conv2d", tg::OpKind::other, tg::OpDomain::real,
+                  {{N, C_in, H, H}, {C_out, C_in, 3, 3}, {C_out}},
+                  [](const std::vector<tg::Tensor>& x) { return tg::conv2d(x[0], x[1], x[2]); }};
+  const double fwd = tg::bench::conv2d_fwd_flops(N, C_out, H - 2, H - 2, C_in, 3, 3);
+  run_op<T>(st, info, backward, backward ? 3 * fwd : fwd);
+}
+
 // The FLOPs of one forward of an op on its sample shapes, for the compute-bound ops; 0 for
 // the memory-bound ones (no FLOP/s counter).
 double fwd_flops(const tg::OpInfo& op) {
@@ -62,6 +73,14 @@ double fwd_flops(const tg::OpInfo& op) {
     const tg::Shape& qkv = s[0];  // (B, T, 3 C): attention of (B, T, C) packed heads
     const int64_t T = qkv[qkv.rank() - 2], C = qkv[qkv.rank() - 1] / 3;
     return 2 * (qkv.numel() / (T * 3 * C)) * tg::bench::matmul_flops(T, C, T);
+  }
+  if (name == "conv2d" || name == "conv1d") {  // stride 1, no padding, groups 1
+    const tg::Shape& x = s[0];
+    const tg::Shape& w = s[1];
+    const bool two = name == "conv2d";
+    const int64_t kh = two ? w[2] : 1, kw = w[w.rank() - 1];
+    const int64_t Ho = two ? x[2] - kh + 1 : 1, Wo = x[x.rank() - 1] - kw + 1;
+    return tg::bench::conv2d_fwd_flops(x[0], w[0], Ho, Wo, w[1], kh, kw);
   }
   return 0;
 }
@@ -95,6 +114,25 @@ void register_rows(const char* type) {
       })->Unit(benchmark::kMicrosecond);
     }
 }
+
+// conv2d at pytorch/examples' MNIST Net shapes (3 x 3, stride 1, no padding): conv1 (1 -> 32 at
+// 28 x 28) and conv2 (32 -> 64 at 26 x 26), batch 64; FwdBwd gives every input a gradient (X too).
+template <class T>
+void BM_Conv2d_MNIST_Fwd(benchmark::State& st) {
+  run_conv2d<T>(st, false);
+}
+template <class T>
+void BM_Conv2d_MNIST_FwdBwd(benchmark::State& st) {
+  run_conv2d<T>(st, true);
+}
+void mnist_sizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C_in", "C_out", "H"})->Args({64, 1, 32, 28})->Args({64, 32, 64, 26});
+  b->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_Fwd, float)->Apply(mnist_sizes);
+BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_FwdBwd, float)->Apply(mnist_sizes);
+BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_Fwd, double)->Apply(mnist_sizes);
+BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_FwdBwd, double)->Apply(mnist_sizes);
 
 const bool registered = [] {
   register_rows<float>("float");

@@ -319,6 +319,7 @@ std::vector<OpCase> op_cases() {
   composed_cases(t);
   training_op_cases(t);
   index_op_cases(t);
+  conv_op_cases(t);
   dims_op_cases(t);
   elementwise_op_cases(t);
   loss_op_cases(t);

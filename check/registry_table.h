@@ -87,5 +87,6 @@ void index_op_cases(Table& t);     // check/registry_index.cpp
 void dims_op_cases(Table& t);      // check/registry_dims.cpp
 void elementwise_op_cases(Table& t);  // check/registry_elementwise.cpp
 void loss_op_cases(Table& t);         // check/registry_losses.cpp
+void conv_op_cases(Table& t);      // check/registry_conv.cpp
 
 }  // namespace tg::detail

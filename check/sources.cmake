@@ -6,6 +6,7 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry_training.cpp
   check/registry_index.cpp
   check/registry_dims.cpp
+  check/registry_conv.cpp
   check/registry_elementwise.cpp
   check/registry_losses.cpp
 )

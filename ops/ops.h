@@ -9,6 +9,7 @@
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
 #include <tapegrad/ops/clamp.h>
+#include <tapegrad/ops/conv.h>
 #include <tapegrad/ops/cross_entropy.h>
 #include <tapegrad/ops/div.h>
 #include <tapegrad/ops/dropout.h>
@@ -31,6 +32,7 @@
 #include <tapegrad/ops/nll_loss.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/permute.h>
+#include <tapegrad/ops/pool.h>
 #include <tapegrad/ops/pow.h>
 #include <tapegrad/ops/relu.h>
 #include <tapegrad/ops/reshape.h>

@@ -9,6 +9,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
   ops/clamp.cpp
+  ops/conv.cpp
   ops/cross_entropy.cpp
   ops/div.cpp
   ops/dropout.cpp
@@ -17,6 +18,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/exp.cpp
   ops/gelu.cpp
   ops/gemm.cpp
+  ops/im2col.cpp
   ops/l1_loss.cpp
   ops/layer_norm.cpp
   ops/log.cpp
@@ -32,6 +34,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/narrow.cpp
   ops/nll_loss.cpp
   ops/permute.cpp
+  ops/pool.cpp
   ops/pow.cpp
   ops/relu.cpp
   ops/reshape.cpp

@@ -7,6 +7,11 @@ weights of the output's shape) and, for cross_entropy and nll_loss, targets.npy 
 optionally weight.npy; pos_weight.npy for binary_cross_entropy_with_logits. For each case this
 writes y.npy (the op's output), dx.npy, dx1.npy ... (the gradients of sum(y * w) with respect
 to x, x1 ...) and y32.npy (the output with every float input rounded to float32) into its folder.
+
+Cases with `inputs=N` (convolution and pooling) have in0.npy ... (X, W, b as the op takes them),
+w.npy and v0.npy ...; they get y.npy, y32.npy (the forward on the inputs in float32), d0.npy ...
+(the gradients of sum(y * w)) and dd0.npy ... (the gradients of sum_k <d_k, v_k>, through
+create_graph).
 """
 
 import argparse
@@ -123,6 +128,45 @@ def run(op, kw, d):
     np.save(os.path.join(d, "dx.npy"), np.array(x.grad.numpy(), order="C"))
 
 
+def ints(text):
+    """"2,1" -> (2, 1); "2" -> 2, as PyTorch's int-or-tuple arguments."""
+    v = tuple(int(e) for e in text.split(","))
+    return v[0] if len(v) == 1 else v
+
+
+def multi_op(op, kw, xs):
+    if op in ("conv1d", "conv2d"):
+        conv = F.conv1d if op == "conv1d" else F.conv2d
+        b = xs[2] if len(xs) > 2 else None
+        return conv(xs[0], xs[1], b, stride=ints(kw["stride"]), padding=ints(kw["padding"]),
+                    dilation=ints(kw["dilation"]), groups=int(kw["groups"]))
+    pool = {"max_pool1d": F.max_pool1d, "max_pool2d": F.max_pool2d,
+            "avg_pool1d": F.avg_pool1d, "avg_pool2d": F.avg_pool2d}[op]
+    return pool(xs[0], ints(kw["kernel"]), stride=ints(kw["stride"]),
+                padding=ints(kw["padding"]))
+
+
+def run_multi(op, kw, d):
+    n = int(kw["inputs"])
+    load = lambda name: torch.from_numpy(np.load(os.path.join(d, name)))
+    xs = [load("in%d.npy" % k).requires_grad_() for k in range(n)]
+    y = multi_op(op, kw, xs)
+    w = load("w.npy")
+    grads = torch.autograd.grad((y * w).sum(), xs, create_graph=True)
+    s = sum((g * load("v%d.npy" % k)).sum() for k, g in enumerate(grads))
+    second = [None] * n
+    if s.requires_grad:
+        second = torch.autograd.grad(s, xs, allow_unused=True)
+    with torch.no_grad():
+        y32 = multi_op(op, kw, [x.detach().float() for x in xs])
+    np.save(os.path.join(d, "y.npy"), np.array(y.detach().numpy(), order="C"))
+    np.save(os.path.join(d, "y32.npy"), np.array(y32.double().numpy(), order="C"))
+    for k in range(n):
+        np.save(os.path.join(d, "d%d.npy" % k), np.array(grads[k].detach().numpy(), order="C"))
+        dd = second[k] if second[k] is not None else torch.zeros_like(xs[k])
+        np.save(os.path.join(d, "dd%d.npy" % k), np.array(dd.detach().numpy(), order="C"))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dir", required=True)
@@ -133,7 +177,10 @@ def main():
             if not parts:
                 continue
             kw = dict(kv.split("=", 1) for kv in parts[2:])
-            run(parts[1], kw, os.path.join(a.dir, parts[0]))
+            if "inputs" in kw:
+                run_multi(parts[1], kw, os.path.join(a.dir, parts[0]))
+            else:
+                run(parts[1], kw, os.path.join(a.dir, parts[0]))
 
 
 if __name__ == "__main__":

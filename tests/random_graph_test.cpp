@@ -124,10 +124,14 @@ TEST(RandomGraph, GeneratorCoversEveryOpAndFeature) {
 // here with the reason it stays out.
 TEST(RandomGraph, ComposesEveryListedOp) {
   const std::map<std::string, std::string> kept_out = {
+      {"avg_pool1d", "(N, C, L) inputs and a kernel that fits"},
+      {"avg_pool2d", "(N, C, H, W) inputs and a kernel that fits"},
       {"causal_attention_heads", "packed heads need a last axis divisible by H"},
       {"causal_attention_qkv", "a last axis divisible by 3 H"},
       {"binary_cross_entropy_with_logits", "a loss: two inputs of one shape, targets in [0, 1]"},
       {"cat", "several inputs of matching shapes"},
+      {"conv1d", "(N, C_in, L) inputs and a weight of matching channels"},
+      {"conv2d", "(N, C_in, H, W) inputs and a weight of matching channels"},
       {"cross_entropy", "int64 targets"},
       {"cross_entropy_options", "int64 targets"},
       {"dropout", "random: a mask per call"},
@@ -136,6 +140,8 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"layer_norm", "(C,) weight and bias"},
       {"log_softmax", "the registry covers its masked rows"},
       {"log_softmax_dim", "the registry covers its dims"},
+      {"max_pool1d", "(N, C, L) inputs and a kernel that fits"},
+      {"max_pool2d", "(N, C, H, W) inputs and a kernel that fits"},
       {"mean", "the registry covers its axes"},
       {"mean_dims", "the registry covers its dims"},
       {"mse_loss", "a loss: two inputs of one shape"},
