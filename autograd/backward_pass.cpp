@@ -1,13 +1,11 @@
 // The backward pass. run_backward (near the end) takes its steps in order: make_seeds, discover,
 // plant_seeds, mark_needed (tg::grad), execute, then input_grads (tg::grad) or commit. Every walk
-// keeps its own stack, no recursion: a chain of a million ops is fine. Also the GradReadyScopes.
+// keeps its own stack, no recursion: a chain of a million ops is fine.
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include <tapegrad/autograd/engine.h>
-#include <tapegrad/autograd/grad_ready.h>
 
 namespace tg {
 namespace detail {
@@ -32,15 +30,13 @@ struct Workspace {
 };
 thread_local Workspace workspace;
 thread_local bool running = false;
-thread_local GradReadyScope* newest_scope = nullptr;      // this thread's living scopes' newest
-thread_local const GradReadyFn* ready_callback = nullptr;  // its callback
 
 // One backward pass. Each reached node's state is found through Node::slot, valid while the
 // pass owns the node (Node::owner): a second thread's pass through the same nodes is refused.
 class Pass {
  public:
   explicit Pass(const BackwardCall& call)
-      : call_(call), w_(&workspace), on_ready_(call.inputs ? nullptr : ready_callback) {
+      : call_(call), w_(&workspace), on_ready_(call.inputs ? nullptr : grad_ready_callback()) {
     if (running)
       throw GraphError(std::string(call.who()) +
                        ": called inside a derivative (a backward closure) or a GradReadyScope "
@@ -273,11 +269,7 @@ class Pass {
       const Edge& e = n.next[i];
       if (!e.active()) continue;
       const Tensor& g = grads[i];
-      if (g.defined() && (g.shape() != e.shape || g.dtype() != e.dtype))
-        throw GraphError("backward of " + op_at(n) + " returned a gradient of shape " +
-                         g.shape().str() + " " + dtype_name(g.dtype()) + " for input " +
-                         std::to_string(i) + " of shape " + e.shape.str() + " " +
-                         dtype_name(e.dtype));
+      if (g.defined()) check_fits(n, i, g);
       if (e.leaf) {
         if (!g.defined() && !on_ready_) continue;
         LeafState* l = leaf(e.leaf.get());
@@ -290,6 +282,17 @@ class Pass {
       if (g.defined()) accumulate_grad(c.grad, g, call_.create_graph);
       if (--c.waiting == 0) w_->ready.push_back(e.node.get());
     }
+  }
+
+  // Refuses a gradient g for input i of n that is not of the input's shape and dtype.
+  static void check_fits(const Node& n, int i, const Tensor& g) {
+    const Edge& e = n.next[i];
+    const Shape& shape = e.leaf ? e.leaf->shape : e.node->output_shape;
+    const Dtype dtype = e.leaf ? e.leaf->dtype : e.node->output_dtype;
+    if (g.shape() != shape || g.dtype() != dtype)
+      throw GraphError("backward of " + op_at(n) + " returned a gradient of shape " +
+                       g.shape().str() + " " + dtype_name(g.dtype()) + " for input " +
+                       std::to_string(i) + " of shape " + shape.str() + " " + dtype_name(dtype));
   }
 
   // A leaf's final gradient for this pass, after its hooks (run once).
@@ -344,34 +347,5 @@ std::vector<Tensor> run_backward(const BackwardCall& call) {
 }
 
 }  // namespace detail
-
-std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool create_graph,
-                         std::optional<bool> retain_graph, const std::source_location& where) {
-  for (const Tensor& x : inputs)
-    if (!x.requires_grad())
-      throw GraphError("grad: an input of shape " + x.shape().str() + " does not require grad");
-  return detail::run_backward({.outputs = outputs, .grad_outputs = grad_outputs, .inputs = &inputs,
-                               .retain_graph = retain_graph.value_or(create_graph),
-                               .create_graph = create_graph,
-                               .where = where});
-}
-
-GradReadyScope::GradReadyScope(GradReadyFn on_ready)
-    : fn_(std::move(on_ready)), older_(detail::newest_scope) {
-  if (older_) older_->newer_ = this;
-  detail::newest_scope = this;
-  detail::ready_callback = fn_ ? &fn_ : nullptr;
-}
-
-GradReadyScope::~GradReadyScope() {
-  if (older_) older_->newer_ = newer_;
-  if (newer_) {
-    newer_->older_ = older_;
-    return;  // a newer scope is still in charge
-  }
-  detail::newest_scope = older_;
-  detail::ready_callback = older_ && older_->fn_ ? &older_->fn_ : nullptr;
-}
 
 }  // namespace tg

@@ -1,7 +1,8 @@
 #pragma once
 // What the engine's files share; internal, not installed. tape.cpp: a node's life (recorded, its
-// derivative run, freed); backward_pass.cpp: the pass (and the GradReadyScopes it tells);
-// leaf_grads.cpp: summing gradients and committing .grad().
+// derivative run, freed); backward_pass.cpp: the pass; leaf_grads.cpp: summing gradients and
+// committing .grad(). Beside them: grad_ready.cpp (the callbacks the pass tells), hooks.cpp, and
+// anomaly mode's check in grad_mode.cpp.
 
 #include <memory>
 #include <source_location>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/grad_ready.h>
 #include <tapegrad/autograd/node.h>
 
 namespace tg::detail {
@@ -44,6 +46,13 @@ class RecordingWithin {
 /// Runs n's derivative on dY. Throws GraphError (a tensor it saved was changed in place since,
 /// or create_graph through a kernel alone) or what the derivative threw, naming the op.
 Grads call_backward(Node& n, const Tensor& dY, bool create_graph);
+
+/// Anomaly mode's check of what n's derivative returned: throws ValueError naming the op, its
+/// line and the first NaN or infinity. Defined beside AnomalyGuard (grad_mode.cpp).
+void check_anomaly(const Node& n, const Grads& grads);
+
+/// The callback of this thread's newest living GradReadyScope, or null (grad_ready.cpp).
+const GradReadyFn* grad_ready_callback();
 
 /// While alive, this thread's backward passes run each node's formula even where it has a kernel,
 /// so that gradcheck can check both derivative forms.

@@ -1,3 +1,9 @@
+// The thread-local modes: grad mode, and anomaly mode with the check it runs after each
+// derivative.
+
+#include <cmath>
+
+#include <tapegrad/autograd/engine.h>
 #include <tapegrad/autograd/grad_mode.h>
 
 namespace tg {
@@ -13,5 +19,29 @@ void set_grad_enabled(bool on) { grad_enabled = on; }
 bool is_anomaly_enabled() { return anomaly_enabled; }
 AnomalyGuard::AnomalyGuard() : prev_(anomaly_enabled) { anomaly_enabled = true; }
 AnomalyGuard::~AnomalyGuard() { anomaly_enabled = prev_; }
+
+namespace detail {
+
+void check_anomaly(const Node& n, const Grads& grads) {
+  for (int i = 0; i < n.num_inputs; ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) continue;
+    int64_t bad = -1;
+    double value = 0;
+    dispatch(g.dtype(), [&]<class T>() {
+      const T* p = g.data<T>();
+      for (int64_t k = 0; k < g.numel() && bad < 0; ++k)
+        if (!std::isfinite(p[k])) bad = k, value = p[k];
+    });
+    if (bad >= 0)
+      throw ValueError("anomaly: the backward of " + op_at(n) + " returned " +
+                       (std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf") +
+                       " in the gradient of input " + std::to_string(i) + " (shape " +
+                       g.shape().str() + ") at " + g.shape().index_str(bad) +
+                       " (tg::AnomalyGuard is on)");
+  }
+}
+
+}  // namespace detail
 
 }  // namespace tg

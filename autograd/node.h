@@ -41,11 +41,11 @@
 
 namespace tg {
 
+// The input's shape and dtype, to check what backward returns, are its node's output_shape and
+// output_dtype, or the leaf's own: an edge does not keep a copy.
 struct Edge {
   std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
   std::shared_ptr<TensorImpl> leaf;  // the input itself, for a requires_grad leaf
-  Shape shape;                       // the input's shape and dtype, to check what backward returns
-  Dtype dtype = Dtype::f64;
   bool active() const { return node || leaf; }
 };
 
@@ -57,6 +57,9 @@ struct SavedVersion {
 };
 
 inline constexpr int kMaxSaved = kMaxInputs + 1;
+// Most ops save at most 4 tensors: a node keeps those in itself, and one that saves more (a
+// fused attention, an LSTM cell) gets one small array more, so every node is not sized for them.
+inline constexpr int kInlineSaved = 4;
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
@@ -65,8 +68,11 @@ class Node : public std::enable_shared_from_this<Node> {
   int num_inputs = 0;
   BackwardFn formula;  // in tg ops: what create_graph records
   BackwardFn kernel;   // optional: direct, used when no graph is being built
-  std::array<SavedVersion, kMaxSaved> saved;  // the first num_saved are set
   int num_saved = 0;
+  /// The i-th tensor the derivative reads (i < num_saved).
+  const SavedVersion& saved(int i) const {
+    return i < kInlineSaved ? inline_saved_[i] : more_saved_[i - kInlineSaved];
+  }
   bool saves_output = false;
   std::shared_ptr<Storage> output_storage;  // only when saves_output
   uint64_t output_version = 0;
@@ -89,6 +95,12 @@ class Node : public std::enable_shared_from_this<Node> {
   ~Node();
   /// Drops what backward needed (closures, saved output).
   void release();
+  /// Notes one more tensor the derivative reads. Throws GraphError past kMaxSaved, MemoryError.
+  void add_saved(const SavedVersion& v);
+
+ private:
+  std::array<SavedVersion, kInlineSaved> inline_saved_;
+  std::unique_ptr<SavedVersion[]> more_saved_;  // saved tensors kInlineSaved and on, when used
 };
 
 /// Makes a node (one block, from the per-thread pool).

@@ -4,6 +4,7 @@ list(APPEND TAPEGRAD_SOURCES
   autograd/error.cpp
   autograd/factories.cpp
   autograd/grad_mode.cpp
+  autograd/grad_ready.cpp
   autograd/hooks.cpp
   autograd/leaf_grads.cpp
   autograd/pool.cpp

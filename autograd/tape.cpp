@@ -1,7 +1,6 @@
 // A node's life: an op records it (attach, save, save_output), the backward pass runs its
 // derivative (call_backward, which holds it to the derivative contract), and it is freed.
 
-#include <cmath>
 #include <new>
 #include <utility>
 
@@ -97,42 +96,36 @@ void check_versions(const Node& n) {
                      "optimizer step, a write through data<T>() or set()), or change a clone");
   };
   for (int i = 0; i < n.num_saved; ++i) {
-    const SavedVersion& v = n.saved[i];
+    const SavedVersion& v = n.saved(i);
     check(*v.storage, v.version, v.shape);
   }
   if (n.saves_output) check(*n.output_storage, n.output_version, n.output_shape);
-}
-
-// Anomaly mode: the first NaN or infinity among the gradients n's derivative returned.
-void check_finite(const Node& n, const Grads& grads) {
-  for (int i = 0; i < n.num_inputs; ++i) {
-    const Tensor& g = grads[i];
-    if (!g.defined()) continue;
-    int64_t bad = -1;
-    double value = 0;
-    dispatch(g.dtype(), [&]<class T>() {
-      const T* p = g.data<T>();
-      for (int64_t k = 0; k < g.numel() && bad < 0; ++k)
-        if (!std::isfinite(p[k])) bad = k, value = p[k];
-    });
-    if (bad >= 0)
-      throw ValueError("anomaly: the backward of " + detail::op_at(n) + " returned " +
-                       (std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf") +
-                       " in the gradient of input " + std::to_string(i) + " (shape " +
-                       g.shape().str() + ") at " + g.shape().index_str(bad) +
-                       " (tg::AnomalyGuard is on)");
-  }
 }
 
 }  // namespace
 
 Node::~Node() {
   ReleaseQueue& q = release_queue;
-  for (Edge& e : next)
-    if (e.node) enqueue(q.nodes, e.node);
+  for (int i = 0; i < num_inputs; ++i)
+    if (next[i].node) enqueue(q.nodes, next[i].node);
   drop_closure(formula, q);
   drop_closure(kernel, q);
   drain(q);
+}
+
+void Node::add_saved(const SavedVersion& v) {
+  if (num_saved == kMaxSaved)
+    throw GraphError(std::string("record: '") + op + "' saves more than " +
+                     std::to_string(kMaxSaved) + " tensors");
+  if (num_saved == kInlineSaved && !more_saved_) {
+    try {
+      more_saved_ = std::make_unique<SavedVersion[]>(kMaxSaved - kInlineSaved);
+    } catch (const std::bad_alloc&) {
+      throw MemoryError("record: out of memory for the tensors '%s' saves", op);
+    }
+  }
+  (num_saved < kInlineSaved ? inline_saved_[num_saved] : more_saved_[num_saved - kInlineSaved]) = v;
+  ++num_saved;
 }
 
 void Node::release() {
@@ -169,10 +162,7 @@ bool any_requires_grad(std::span<const Tensor> inputs) {
 
 void save(Node& node, const Tensor& t) {
   if (!t.defined()) return;
-  if (node.num_saved == kMaxSaved)
-    throw GraphError(std::string("record: '") + node.op + "' saves more than " +
-                     std::to_string(kMaxSaved) + " tensors");
-  node.saved[node.num_saved++] = SavedVersion{t.impl().storage.get(), t.version(), t.shape()};
+  node.add_saved(SavedVersion{t.impl().storage.get(), t.version(), t.shape()});
 }
 
 void save_output(Node& node, const Tensor& out) {
@@ -200,8 +190,6 @@ Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
   for (const Tensor& t : inputs) {
     Edge& e = node->next[i++];
     if (!t.defined() || !t.requires_grad()) continue;
-    e.shape = t.shape();
-    e.dtype = t.dtype();
     if (t.is_leaf())
       e.leaf = t.impl_ptr();
     else
@@ -263,7 +251,7 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   } catch (const IoError& e) {
     throw IoError(where(e.what()));
   }
-  if (is_anomaly_enabled()) check_finite(n, grads);
+  if (is_anomaly_enabled()) check_anomaly(n, grads);
   return grads;
 }
 

@@ -138,6 +138,18 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_
                         .where = where});
 }
 
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool create_graph,
+                         std::optional<bool> retain_graph, const std::source_location& where) {
+  for (const Tensor& x : inputs)
+    if (!x.requires_grad())
+      throw GraphError("grad: an input of shape " + x.shape().str() + " does not require grad");
+  return detail::run_backward({.outputs = outputs, .grad_outputs = grad_outputs, .inputs = &inputs,
+                               .retain_graph = retain_graph.value_or(create_graph),
+                               .create_graph = create_graph,
+                               .where = where});
+}
+
 Tensor Tensor::detach() const {
   auto p = detail::make_pooled<TensorImpl>();
   p->shape = shape();

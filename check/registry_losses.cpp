@@ -16,6 +16,17 @@ Function two(Fn2 f) {
   return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; };
 }
 
+// A loss of input and target of one shape, at the shapes every such loss takes: 2-D, 1xN, Nx1,
+// rank 0, 3 and 4; `s` names the reduction.
+void same_shape_rows(Table& t, const char* op, const std::string& s, const Fn2& f) {
+  t.binary(op, s + "_2d", {3, 4}, {3, 4}, f);
+  t.binary(op, s + "_1xN", {1, 5}, {1, 5}, f);
+  t.binary(op, s + "_Nx1", {4, 1}, {4, 1}, f);
+  t.binary(op, s + "_rank0", {}, {}, f);
+  t.binary(op, s + "_rank3", {2, 3, 2}, {2, 3, 2}, f);
+  t.binary(op, s + "_rank4", {2, 1, 2, 3}, {2, 1, 2, 3}, f);
+}
+
 void regression_cases(Table& t) {
   for (const auto& [r, red] : kReductions) {
     const std::string s = r;
@@ -23,12 +34,7 @@ void regression_cases(Table& t) {
     auto l1 = [red = red](const Tensor& x, const Tensor& y) { return l1_loss(x, y, red); };
     const std::pair<const char*, Fn2> ops[] = {{"mse_loss", mse}, {"l1_loss", l1}};
     for (const auto& [op, f] : ops) {
-      t.binary(op, s + "_2d", {3, 4}, {3, 4}, f);
-      t.binary(op, s + "_1xN", {1, 5}, {1, 5}, f);
-      t.binary(op, s + "_Nx1", {4, 1}, {4, 1}, f);
-      t.binary(op, s + "_rank0", {}, {}, f);
-      t.binary(op, s + "_rank3", {2, 3, 2}, {2, 3, 2}, f);
-      t.binary(op, s + "_rank4", {2, 1, 2, 3}, {2, 1, 2, 3}, f);
+      same_shape_rows(t, op, s, f);
     }
     // l1 where x = y: the gradient 0 (PyTorch's sign(0)) is the central difference there too.
     t.add_inputs("l1_loss", s + "_equal_entries",
@@ -52,12 +58,7 @@ void bce_cases(Table& t) {
       return binary_cross_entropy_with_logits(x, sigmoid(y), red);
     };
     const char* op = "binary_cross_entropy_with_logits";
-    t.binary(op, s + "_2d", {3, 4}, {3, 4}, f);
-    t.binary(op, s + "_1xN", {1, 5}, {1, 5}, f);
-    t.binary(op, s + "_Nx1", {4, 1}, {4, 1}, f);
-    t.binary(op, s + "_rank0", {}, {}, f);
-    t.binary(op, s + "_rank3", {2, 3, 2}, {2, 3, 2}, f);
-    t.binary(op, s + "_rank4", {2, 1, 2, 3}, {2, 1, 2, 3}, f);
+    same_shape_rows(t, op, s, f);
     // Large logits (exp(-x) would overflow in the naive form).
     t.add_inputs(op, s + "_large_logits",
                  {from_vector({-800, -40, -3, 0, 2.5, 40, 800, 30}, {2, 4}, Dtype::f64),

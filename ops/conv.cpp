@@ -46,16 +46,19 @@ struct ConvDims {
   double work() const { return double(N) * C_out * L() * K(); }
 };
 
-// "(2, 1)" for conv2d, "2" for conv1d (whose pair is (1, v)).
-std::string pair_str(int spatial, Int2 v) {
-  if (spatial == 1) return std::to_string(v.w);
+}  // namespace
+
+std::string Int2::str(int spatial) const {
+  if (spatial == 1) return std::to_string(w);
   std::string s = "(";  // appended, not a chain of +: GCC 12 warns falsely (-Wrestrict) on that
-  s += std::to_string(v.h);
+  s += std::to_string(h);
   s += ", ";
-  s += std::to_string(v.w);
+  s += std::to_string(w);
   s += ")";
   return s;
 }
+
+namespace {
 
 // The checks of conv1d (spatial 1) and conv2d (spatial 2), on the caller's own tensors.
 void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, const Tensor& b,
@@ -77,11 +80,11 @@ void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, c
     throw ShapeError(o + ": weight must be " + w_form + ", got shape " + W.shape().str());
   const std::string shapes = "input " + X.shape().str() + ", weight " + W.shape().str();
   if (stride.h < 1 || stride.w < 1)
-    throw ValueError(o + ": stride must be at least 1, got " + pair_str(spatial, stride));
+    throw ValueError(o + ": stride must be at least 1, got " + stride.str(spatial));
   if (dilation.h < 1 || dilation.w < 1)
-    throw ValueError(o + ": dilation must be at least 1, got " + pair_str(spatial, dilation));
+    throw ValueError(o + ": dilation must be at least 1, got " + dilation.str(spatial));
   if (padding.h < 0 || padding.w < 0)
-    throw ValueError(o + ": padding must be non-negative, got " + pair_str(spatial, padding));
+    throw ValueError(o + ": padding must be non-negative, got " + padding.str(spatial));
   if (groups < 1) throw ValueError(o + ": groups must be at least 1, got " + std::to_string(groups));
   const int64_t C = X.size(1), C_out = W.size(0);
   if (C % groups != 0)
@@ -102,7 +105,7 @@ void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, c
     const int64_t k = W.size(a), pad = h ? padding.h : padding.w, d = h ? dilation.h : dilation.w;
     if (d * (k - 1) + 1 > X.size(a) + 2 * pad)
       throw ShapeError(o + ": kernel larger than the padded input: " + shapes + ", padding " +
-                       pair_str(spatial, padding) + ", dilation " + pair_str(spatial, dilation) +
+                       padding.str(spatial) + ", dilation " + dilation.str(spatial) +
                        " (a kernel of " + std::to_string(k) + " dilated to " +
                        std::to_string(d * (k - 1) + 1) + " over " +
                        std::to_string(X.size(a) + 2 * pad) + " padded entries)");

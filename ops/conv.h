@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <source_location>
+#include <string>
 
 #include <tapegrad/autograd/tensor.h>
 
@@ -12,6 +13,8 @@ struct Int2 {
   int64_t h, w;
   Int2(int64_t both) : h(both), w(both) {}  // NOLINT: implicit, as PyTorch's int argument
   Int2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  /// For messages: "(2, 1)" for a 2-D op (spatial 2), "2" for a 1-D one (whose pair is (1, v)).
+  std::string str(int spatial) const;
 };
 
 /// torch.nn.functional.conv2d: X (N, C_in, H, W), W (C_out, C_in / groups, kH, kW), b (C_out)

@@ -12,10 +12,7 @@ namespace tg {
 
 Tensor l1_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
                const std::source_location& where) {
-  detail::check_floating("l1_loss", X);
-  detail::check_floating("l1_loss", Y);
-  detail::check_same_dtype("l1_loss", X, Y);
-  detail::check_loss_shapes("l1_loss", X, Y);
+  detail::check_pointwise_loss("l1_loss", X, Y);
   const int64_t n = X.numel();
   Tensor E(X.shape(), X.dtype()), sign(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
@@ -30,7 +27,7 @@ Tensor l1_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
       .saves(X, Y)
       .formula([X, Y, sign, f](const Tensor& dL) -> Grads {
         const Tensor dX = mul(dL, scale(sign, f));
-        return {X.requires_grad() ? dX : Tensor(), Y.requires_grad() ? scale(dX, -1.0) : Tensor()};
+        return detail::difference_grads(X, Y, dX);
       });
 }
 

@@ -11,10 +11,7 @@ namespace tg {
 
 Tensor mse_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
                 const std::source_location& where) {
-  detail::check_floating("mse_loss", X);
-  detail::check_floating("mse_loss", Y);
-  detail::check_same_dtype("mse_loss", X, Y);
-  detail::check_loss_shapes("mse_loss", X, Y);
+  detail::check_pointwise_loss("mse_loss", X, Y);
   Tensor E(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
     const int64_t n = X.numel();
@@ -26,7 +23,7 @@ Tensor mse_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
       .saves(X, Y)
       .formula([X, Y, f](const Tensor& dL) -> Grads {
         const Tensor dX = mul(dL, scale(sub(X, Y), f));
-        return {X.requires_grad() ? dX : Tensor(), Y.requires_grad() ? scale(dX, -1.0) : Tensor()};
+        return detail::difference_grads(X, Y, dX);
       });
 }
 

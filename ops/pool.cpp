@@ -24,17 +24,6 @@ namespace {
 
 Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_location& where);
 
-// "(2, 1)" for the 2-D ops, "2" for the 1-D ones (whose pair is (1, v)).
-std::string pair_str(int spatial, Int2 v) {
-  if (spatial == 1) return std::to_string(v.w);
-  std::string s = "(";  // appended, not a chain of +: GCC 12 warns falsely (-Wrestrict) on that
-  s += std::to_string(v.h);
-  s += ", ";
-  s += std::to_string(v.w);
-  s += ")";
-  return s;
-}
-
 void check_pool(const char* op, int spatial, const Tensor& X, Int2 kernel, Int2 stride,
                 Int2 padding) {
   const std::string o = op;
@@ -44,19 +33,19 @@ void check_pool(const char* op, int spatial, const Tensor& X, Int2 kernel, Int2 
                      ", got shape " + X.shape().str());
   const std::string at = " for input " + X.shape().str();
   if (kernel.h < 1 || kernel.w < 1)
-    throw ValueError(o + ": kernel must be at least 1, got " + pair_str(spatial, kernel) + at);
+    throw ValueError(o + ": kernel must be at least 1, got " + kernel.str(spatial) + at);
   if (stride.h < 1 || stride.w < 1)
-    throw ValueError(o + ": stride must be at least 1, got " + pair_str(spatial, stride) + at);
+    throw ValueError(o + ": stride must be at least 1, got " + stride.str(spatial) + at);
   if (padding.h < 0 || padding.w < 0)
-    throw ValueError(o + ": padding must be non-negative, got " + pair_str(spatial, padding) + at);
+    throw ValueError(o + ": padding must be non-negative, got " + padding.str(spatial) + at);
   if (2 * padding.h > kernel.h || 2 * padding.w > kernel.w)
     throw ValueError(o + ": padding must be at most half the kernel, got padding " +
-                     pair_str(spatial, padding) + " for kernel " + pair_str(spatial, kernel) + at);
+                     padding.str(spatial) + " for kernel " + kernel.str(spatial) + at);
   const int64_t H = spatial == 1 ? 1 : X.size(2), W = X.size(-1);
   if (kernel.h > H + 2 * padding.h || kernel.w > W + 2 * padding.w)
-    throw ShapeError(o + ": kernel " + pair_str(spatial, kernel) +
+    throw ShapeError(o + ": kernel " + kernel.str(spatial) +
                      " is larger than the padded input" + at + " with padding " +
-                     pair_str(spatial, padding));
+                     padding.str(spatial));
 }
 
 // dX (shape, planes P of H W) = zeros, then dX[p, idx[p, o]] += dY[p, o].

@@ -69,6 +69,15 @@ std::vector<std::string> run_flags(const fs::path& text, const fs::path& out) {
           "--eval-batches", "2", "--dropout", "0.1", "--threads", "1", "--seed", "3"};
 }
 
+// run_flags with `steps` updates instead of 200.
+std::vector<std::string> flags_with_steps(const fs::path& text, const fs::path& out,
+                                          const char* steps) {
+  std::vector<std::string> a = run_flags(text, out);
+  for (std::size_t i = 0; i + 1 < a.size(); ++i)
+    if (a[i] == "--steps") a[i + 1] = steps;
+  return a;
+}
+
 TEST(TrainKill, KilledAtRandomMomentsAndResumedEqualsTheRunNeverStopped) {
   TempDir dir;
   spit(dir / "text.txt", test::repetitive_text());
@@ -142,9 +151,7 @@ TEST(TrainKill, OlderTrainStateResumesFromTheFilesBesideIt) {
   spit(dir / "text.txt", test::repetitive_text());
   // A constant rate, so that a run of 16 updates has the first 16 rates of a run of 30.
   auto flags = [&](const fs::path& out, const char* steps) {
-    std::vector<std::string> a = run_flags(dir / "text.txt", out);
-    for (std::size_t i = 0; i + 1 < a.size(); ++i)
-      if (a[i] == "--steps") a[i + 1] = steps;
+    std::vector<std::string> a = flags_with_steps(dir / "text.txt", out, steps);
     a.insert(a.end(), {"--lr", "1e-2", "--lr-min", "1e-2", "--warmup", "0"});
     return a;
   };
@@ -184,10 +191,7 @@ TEST(TrainKill, ResumingAFinishedRunRepairsItsFiles) {
   TempDir dir;
   spit(dir / "text.txt", test::repetitive_text());
   auto flags = [&](const fs::path& out, const char* steps) {
-    std::vector<std::string> a = run_flags(dir / "text.txt", out);
-    for (std::size_t i = 0; i + 1 < a.size(); ++i)
-      if (a[i] == "--steps") a[i + 1] = steps;
-    return a;
+    return flags_with_steps(dir / "text.txt", out, steps);
   };
   ASSERT_EQ(test::run(kExe, flags(dir / "whole", "20")).status, 0);
   ASSERT_EQ(test::run(kExe, flags(dir / "short", "18")).status, 0);
