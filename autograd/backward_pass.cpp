@@ -255,8 +255,7 @@ class Pass {
   Grads run(Node& n, const Tensor& dY) {
     const NodeState& s = state(&n);
     if (s.capture >= 0 && dY.defined()) captured_[s.capture] = dY;
-    Grads grads;
-    if (dY.defined() && s.needed) grads = call_backward(n, dY, call_.create_graph);
+    Grads grads = dY.defined() && s.needed ? call_backward(n, dY, call_.create_graph) : Grads{};
     if (!call_.retain_graph && s.needed) n.release();
     return grads;
   }

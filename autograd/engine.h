@@ -95,8 +95,16 @@ struct LeafState {
   bool hooked = false;  // its hooks ran on grad
 };
 
-/// Adds g into slot (null: zero so far), recorded under create_graph. Throws MemoryError.
-void accumulate_grad(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph);
+/// Adds g into a slot that holds a gradient already, recorded under create_graph. Throws
+/// MemoryError.
+void add_into(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph);
+/// Adds g into slot (null: zero so far). Throws MemoryError.
+inline void accumulate_grad(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph) {
+  if (slot)
+    add_into(slot, g, create_graph);
+  else
+    slot = g.impl_ptr();
+}
 /// Adds each leaf's staged gradient into its .grad(). Throws MemoryError.
 void commit_leaf_grads(std::span<const LeafState> leaves, bool create_graph);
 

@@ -24,11 +24,7 @@ bool only_the_pass_holds(const std::shared_ptr<TensorImpl>& t) {
 
 }  // namespace
 
-void accumulate_grad(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph) {
-  if (!slot) {
-    slot = g.impl_ptr();
-    return;
-  }
+void add_into(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph) {
   // A buffer someone else sees, or a recorded gradient, keeps its values: the sum goes to a new
   // buffer then, recorded under create_graph (its formula passes dY through to both sides).
   const bool in_place = !create_graph && !slot->grad_fn && only_the_pass_holds(slot);
@@ -57,7 +53,7 @@ void commit_leaf_grads(std::span<const LeafState> leaves, bool create_graph) {
     std::lock_guard lock(leaf_lock(l.leaf));  // threads may share a leaf (a model's parameters)
     std::shared_ptr<TensorImpl>& grad = l.leaf->grad;
     if (grad) {
-      accumulate_grad(grad, Tensor(l.grad), create_graph);
+      add_into(grad, Tensor(l.grad), create_graph);
       continue;
     }
     // The staged gradient may share its buffer with a tensor the caller holds (grad_output, or

@@ -85,6 +85,27 @@ std::string recorded_str(const Node& n) {
   return "recorded " + in + "at " + n.where.file_name() + ":" + std::to_string(n.where.line());
 }
 
+// Runs n's derivative f; an error from it is rethrown, same type, naming the forward op and the
+// user's line that recorded n. (The gradients are returned in place: no copies of Grads.)
+Grads run_derivative(const Node& n, const BackwardFn& f, const Tensor& dY, const Tensor& Y) {
+  auto where = [&](const char* what) {
+    const std::string m = what;
+    if (m.find(" (in the backward of '") != std::string::npos) return m;
+    return m + " (in the backward of '" + n.op + "', " + recorded_str(n) + ")";
+  };
+  try {
+    return f(dY, Y);
+  } catch (const ShapeError& e) {
+    throw ShapeError(where(e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(where(e.what()));
+  } catch (const GraphError& e) {
+    throw GraphError(where(e.what()));
+  } catch (const IoError& e) {
+    throw IoError(where(e.what()));
+  }
+}
+
 // Refuses to run a derivative on tensors written in place since the op saved them.
 void check_versions(const Node& n) {
   auto check = [&](const Storage& s, uint64_t then, const Shape& shape) {
@@ -220,14 +241,8 @@ FormulasOnly::FormulasOnly() : outer_(std::exchange(formula_only, true)) {}
 FormulasOnly::~FormulasOnly() { formula_only = outer_; }
 
 // A node's kernel runs when no graph is being built and it has one, else its formula (recorded
-// under create_graph). An error from either is rethrown, same type, naming the forward op and the
-// user's line that recorded the node.
+// under create_graph).
 Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
-  auto where = [&](const char* what) {
-    const std::string m = what;
-    if (m.find(" (in the backward of '") != std::string::npos) return m;
-    return m + " (in the backward of '" + n.op + "', " + recorded_str(n) + ")";
-  };
   if (!n.formula && !n.kernel)
     throw GraphError("backward: " + op_at(n) + " has no derivative: record(...) was given "
                      "neither .formula(...) nor .kernel(...); give it a formula in tg ops");
@@ -239,18 +254,7 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   const RecordingWithin within(n);
   // The output, attached to n again, so that a formula in Y stays differentiable.
   const Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
-  Grads grads;
-  try {
-    grads = use_kernel ? n.kernel(dY, Y) : n.formula(dY, Y);
-  } catch (const ShapeError& e) {
-    throw ShapeError(where(e.what()));
-  } catch (const ValueError& e) {
-    throw ValueError(where(e.what()));
-  } catch (const GraphError& e) {
-    throw GraphError(where(e.what()));
-  } catch (const IoError& e) {
-    throw IoError(where(e.what()));
-  }
+  Grads grads = run_derivative(n, use_kernel ? n.kernel : n.formula, dY, Y);
   if (is_anomaly_enabled()) check_anomaly(n, grads);
   return grads;
 }

@@ -64,12 +64,12 @@ Tensor causal_mask(int64_t T, Dtype dtype, int64_t window, int64_t query_offset)
 }
 
 namespace detail {
-void check_causal_mask(const std::string& op, int64_t window, int64_t query_offset) {
+void check_causal_mask(const char* op, int64_t window, int64_t query_offset) {
   if (window < 0)
-    throw ValueError(op + ": window must be at least 1 (0 for none), got " +
+    throw ValueError(std::string(op) + ": window must be at least 1 (0 for none), got " +
                      std::to_string(window));
   if (query_offset < 0)
-    throw ValueError(op + ": query_offset must not be negative, got " +
+    throw ValueError(std::string(op) + ": query_offset must not be negative, got " +
                      std::to_string(query_offset));
 }
 }  // namespace detail

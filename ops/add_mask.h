@@ -22,6 +22,6 @@ Tensor causal_mask(int64_t T, Dtype dtype = Dtype::f64, int64_t window = 0,
 namespace detail {
 /// The mask's options as every causal op takes them. Throws ValueError naming `op` for
 /// window < 0 or query_offset < 0.
-void check_causal_mask(const std::string& op, int64_t window, int64_t query_offset = 0);
+void check_causal_mask(const char* op, int64_t window, int64_t query_offset = 0);
 }  // namespace detail
 }  // namespace tg

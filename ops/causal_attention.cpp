@@ -38,9 +38,10 @@ enum class Layout { separate, heads, qkv };
 
 // t's shape with `rows` on axis -2.
 Shape with_rows(const Tensor& t, int64_t rows) {
-  std::vector<int64_t> shape = t.shape().vec();
-  shape[shape.size() - 2] = rows;
-  return Shape(shape);
+  int64_t dims[kMaxRank];
+  for (int a = 0; a < t.rank(); ++a) dims[a] = t.shape()[a];
+  dims[t.rank() - 2] = rows;
+  return Shape(dims, t.rank());
 }
 
 // The shape rule of a layout, for its error messages.
@@ -91,23 +92,24 @@ void check_axes(const Tensor& Q, const Tensor& K, const Tensor& V, bool packed,
 AttentionDims check_layout(Layout layout, const Tensor& Q, const Tensor& K, const Tensor& V,
                            int64_t heads, int64_t window, int64_t query_offset) {
   const bool qkv = layout == Layout::qkv, packed = layout != Layout::separate;
-  const std::string op = qkv      ? "causal_attention_qkv"
-                         : packed ? "causal_attention_heads"
-                                  : "causal_attention";
+  const char* op = qkv      ? "causal_attention_qkv"
+                   : packed ? "causal_attention_heads"
+                            : "causal_attention";
   if (qkv) {
-    detail::check_floating(op.c_str(), Q);
+    detail::check_floating(op, Q);
   } else {
-    detail::check_same_dtype(op.c_str(), Q, K);
-    detail::check_same_dtype(op.c_str(), Q, V);
+    detail::check_same_dtype(op, Q, K);
+    detail::check_same_dtype(op, Q, V);
   }
   auto fail = [&](const std::string& why) {
     std::string shapes = Q.shape().str();
     if (!qkv) shapes += ", " + K.shape().str() + ", " + V.shape().str();
     if (packed) shapes += " with " + std::to_string(heads) + " heads";
-    throw ShapeError(op + ": " + why + ", got " + shapes);
+    throw ShapeError(std::string(op) + ": " + why + ", got " + shapes);
   };
   if (packed && heads < 1)
-    throw ValueError(op + ": heads must be at least 1, got " + std::to_string(heads));
+    throw ValueError(std::string(op) + ": heads must be at least 1, got " +
+                     std::to_string(heads));
   check_axes(Q, K, V, packed, query_offset, [&](const std::string& why) {
     fail(why + " (" + rule(layout, query_offset) + ")");
   });
