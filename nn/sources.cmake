@@ -10,4 +10,5 @@ list(APPEND TAPEGRAD_SOURCES
   nn/linear.cpp
   nn/module.cpp
   nn/norm.cpp
+  nn/rnn.cpp
 )

@@ -1,4 +1,4 @@
-// The nn layers of the "more layers" family against the PyTorch layers themselves, float64, from
+// The normalisation and recurrent layers against the PyTorch layers themselves, float64, from
 // the same weights and buffers: each layer runs a few training steps (every output, the gradient
 // of sum(y * w) with fixed random weights w for every input and every parameter, to 1e-12
 // relative), then one forward in evaluation mode; afterwards the whole state dict (BatchNorm's
@@ -19,6 +19,7 @@
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/io/npy.h>
 #include <tapegrad/nn/norm.h>
+#include <tapegrad/nn/rnn.h>
 #include <tapegrad/ops/ops.h>
 #include "nn_util.h"
 #include "test_util.h"
@@ -225,6 +226,63 @@ TEST(LayersTorch, NormalisationLayersMatchPyTorch) {
        {{2, 3, 5}}},
       {"RMSNorm(4, eps 1e-6)", "RMSNormRef(4, 1e-6)", "[m(xs[0])]",
        [f64] { return std::make_unique<RMSNorm>(4, 1e-6, true, f64); }, one<RMSNorm>(), {{3, 4}}},
+  };
+  check_against_torch(cases);
+}
+
+// The LSTM's and GRU's outputs with their final states, as lists (torch returns them nested).
+constexpr const char* kLSTMOut = "(lambda o: [o[0], o[1][0], o[1][1]])";
+constexpr const char* kGRUOut = "(lambda o: [o[0], o[1]])";
+
+std::vector<Tensor> lstm_outputs(const LSTMOutput& o) { return {o.output, o.state.h, o.state.c}; }
+
+TEST(LayersTorch, RecurrentLayersMatchPyTorch) {
+  TG_REQUIRE_PYTHON("numpy, torch");
+  const Dtype f64 = Dtype::f64;
+  Rng init(1);  // the weights are replaced by random ones before the run
+  const auto lstm = [&](int64_t I, int64_t H, RNNOptions o) {
+    return [&init, I, H, o, f64] { return std::make_unique<LSTM>(I, H, init, o, f64); };
+  };
+  const auto gru = [&](int64_t I, int64_t H, RNNOptions o) {
+    return [&init, I, H, o, f64] { return std::make_unique<GRU>(I, H, init, o, f64); };
+  };
+  const auto lstm_with_state = [](Module& m, Inputs x) {
+    return lstm_outputs(static_cast<LSTM&>(m)(x[0], {x[1], x[2]}));
+  };
+  const auto gru_with_state = [](Module& m, Inputs x) {
+    const GRUOutput o = static_cast<GRU&>(m)(x[0], x.size() > 1 ? x[1] : Tensor());
+    return std::vector<Tensor>{o.output, o.h_n};
+  };
+  const std::string with_state = "(m(xs[0], (xs[1], xs[2])))";
+  const std::vector<LayerCase> cases = {
+      {"LSTM(3, 5) over 20 steps from a given state", "torch.nn.LSTM(3, 5)",
+       kLSTMOut + with_state, lstm(3, 5, {}), lstm_with_state, {{20, 2, 3}, {1, 2, 5}, {1, 2, 5}}, 1},
+      {"LSTM(3, 4, num_layers=2, batch_first)", "torch.nn.LSTM(3, 4, num_layers=2, batch_first=True)",
+       kLSTMOut + with_state, lstm(3, 4, {.num_layers = 2, .batch_first = true}), lstm_with_state,
+       {{2, 6, 3}, {2, 2, 4}, {2, 2, 4}}, 1},
+      {"LSTM(2, 3, bias=False) from zeros", "torch.nn.LSTM(2, 3, bias=False)",
+       kLSTMOut + std::string("(m(xs[0]))"), lstm(2, 3, {.bias = false}),
+       [](Module& m, Inputs x) { return lstm_outputs(static_cast<LSTM&>(m)(x[0])); }, {{5, 3, 2}}, 1},
+      {"LSTM(3, 4, num_layers=2) unbatched", "torch.nn.LSTM(3, 4, num_layers=2)",
+       kLSTMOut + with_state, lstm(3, 4, {.num_layers = 2}), lstm_with_state,
+       {{6, 3}, {2, 4}, {2, 4}}, 1},
+      {"GRU(3, 5, num_layers=2) from a given state", "torch.nn.GRU(3, 5, num_layers=2)",
+       kGRUOut + std::string("(m(xs[0], xs[1]))"), gru(3, 5, {.num_layers = 2}), gru_with_state,
+       {{7, 2, 3}, {2, 2, 5}}, 1},
+      {"GRU(2, 3, bias=False, batch_first) from zeros",
+       "torch.nn.GRU(2, 3, bias=False, batch_first=True)", kGRUOut + std::string("(m(xs[0]))"),
+       gru(2, 3, {.bias = false, .batch_first = true}), gru_with_state, {{3, 4, 2}}, 1},
+      {"LSTMCell(3, 4)", "torch.nn.LSTMCell(3, 4)", "list(m(xs[0], (xs[1], xs[2])))",
+       [&init, f64] { return std::make_unique<LSTMCell>(3, 4, init, true, f64); },
+       [](Module& m, Inputs x) {
+         const LSTMState s = static_cast<LSTMCell&>(m)(x[0], {x[1], x[2]});
+         return std::vector<Tensor>{s.h, s.c};
+       },
+       {{2, 3}, {2, 4}, {2, 4}}, 1},
+      {"GRUCell(3, 4)", "torch.nn.GRUCell(3, 4)", "[m(xs[0], xs[1])]",
+       [&init, f64] { return std::make_unique<GRUCell>(3, 4, init, true, f64); },
+       [](Module& m, Inputs x) { return std::vector<Tensor>{static_cast<GRUCell&>(m)(x[0], x[1])}; },
+       {{2, 3}, {2, 4}}, 1},
   };
   check_against_torch(cases);
 }
