@@ -136,6 +136,18 @@ std::pair<Tensor, std::vector<Tensor>> RNNBase::run(const Tensor& x_in, std::vec
   return {options.batch_first ? transpose(x, 0, 1) : x, finals};
 }
 
+LSTM::LSTM(int64_t I, int64_t H, Rng& rng, RNNOptions o, Dtype dtype)
+    : RNNBase("LSTM", 4, I, H, rng, o, dtype) {}
+
+GRU::GRU(int64_t I, int64_t H, Rng& rng, RNNOptions o, Dtype dtype)
+    : RNNBase("GRU", 3, I, H, rng, o, dtype) {}
+
+LSTMCell::LSTMCell(int64_t I, int64_t H, Rng& rng, bool bias, Dtype dtype)
+    : RNNCellBase("LSTMCell", 4, I, H, rng, bias, dtype) {}
+
+GRUCell::GRUCell(int64_t I, int64_t H, Rng& rng, bool bias, Dtype dtype)
+    : RNNCellBase("GRUCell", 3, I, H, rng, bias, dtype) {}
+
 LSTMOutput LSTM::forward(const Tensor& x, const LSTMState& state) const {
   if (state.h.defined() != state.c.defined())
     throw ShapeError("LSTM: give both h_0 and c_0 or neither, for input " + x.shape().str());

@@ -75,9 +75,9 @@ class RNNBase : public Module {
 /// torch.nn.LSTM(input_size, hidden_size, num_layers, bias, batch_first).
 class LSTM : public RNNBase {
  public:
+  /// Throws ValueError for sizes < 1, num_layers < 1 or an int64 dtype.
   LSTM(int64_t input_size, int64_t hidden_size, Rng& rng, RNNOptions o = {},
-       Dtype dtype = get_default_dtype())
-      : RNNBase("LSTM", 4, input_size, hidden_size, rng, o, dtype) {}
+       Dtype dtype = get_default_dtype());
   /// The sequence x and the initial (h_0, c_0) (both or neither given) -> output and (h_n, c_n).
   /// Throws ShapeError for a wrong rank or size of x, h_0 or c_0.
   LSTMOutput forward(const Tensor& x, const LSTMState& state = {}) const;
@@ -87,12 +87,14 @@ class LSTM : public RNNBase {
 /// torch.nn.GRU(input_size, hidden_size, num_layers, bias, batch_first).
 class GRU : public RNNBase {
  public:
-  GRU(int64_t input_size, int64_t hidden_size, Rng& rng, RNNOptions o = {},
-      Dtype dtype = get_default_dtype())
-      : RNNBase("GRU", 3, input_size, hidden_size, rng, o, dtype) {}
-  /// The sequence x and the initial h_0 (or undefined) -> output and h_n. Throws ShapeError.
+  /// The sequence x and the initial h_0 (undefined: zeros) -> output and h_n. Throws
+  /// ShapeError for a wrong rank or size of x or h_0.
   GRUOutput forward(const Tensor& x, const Tensor& h0 = {}) const;
   GRUOutput operator()(const Tensor& x, const Tensor& h0 = {}) const { return forward(x, h0); }
+
+  /// As LSTM's.
+  GRU(int64_t input_size, int64_t hidden_size, Rng& rng, RNNOptions o = {},
+      Dtype dtype = get_default_dtype());
 };
 
 /// What LSTMCell and GRUCell share: one layer's parameters, named weight_ih, weight_hh, bias_ih,
@@ -117,23 +119,24 @@ class RNNCellBase : public Module {
 /// torch.nn.LSTMCell(input_size, hidden_size, bias): one step of the LSTM.
 class LSTMCell : public RNNCellBase {
  public:
+  /// Throws ValueError for sizes < 1 or an int64 dtype.
   LSTMCell(int64_t input_size, int64_t hidden_size, Rng& rng, bool bias = true,
-           Dtype dtype = get_default_dtype())
-      : RNNCellBase("LSTMCell", 4, input_size, hidden_size, rng, bias, dtype) {}
+           Dtype dtype = get_default_dtype());
+  LSTMState operator()(const Tensor& x, const LSTMState& state = {}) const { return forward(x, state); }
   /// x and (h, c) (both or neither given) -> (h', c'). Throws ShapeError for wrong shapes.
   LSTMState forward(const Tensor& x, const LSTMState& state = {}) const;
-  LSTMState operator()(const Tensor& x, const LSTMState& state = {}) const { return forward(x, state); }
 };
 
 /// torch.nn.GRUCell(input_size, hidden_size, bias): one step of the GRU.
 class GRUCell : public RNNCellBase {
  public:
-  GRUCell(int64_t input_size, int64_t hidden_size, Rng& rng, bool bias = true,
-          Dtype dtype = get_default_dtype())
-      : RNNCellBase("GRUCell", 3, input_size, hidden_size, rng, bias, dtype) {}
   /// x and h -> h'. Throws ShapeError for wrong shapes.
   Tensor forward(const Tensor& x, const Tensor& h = {}) const;
   Tensor operator()(const Tensor& x, const Tensor& h = {}) const { return forward(x, h); }
+
+  /// As LSTMCell's.
+  GRUCell(int64_t input_size, int64_t hidden_size, Rng& rng, bool bias = true,
+          Dtype dtype = get_default_dtype());
 };
 
 }  // namespace tg::nn

@@ -26,6 +26,7 @@ namespace {
 
 using test::expect_throws;
 using test::max_abs_diff;
+using test::names;
 
 // A tree with parameters and buffers registered in a mixed order: PyTorch's state dict lists
 // a module's own parameters, then its own buffers, then each child's entries.
@@ -47,12 +48,6 @@ struct Outer : Module {
   Tensor p1 = zeros({3}, Dtype::f64), p2 = zeros({1}, Dtype::f64), buf = ones({2, 2}, Dtype::f64);
   Inner inner;
 };
-
-std::vector<std::string> names(const NamedTensors& t) {
-  std::vector<std::string> out;
-  for (const auto& [name, v] : t) out.push_back(name);
-  return out;
-}
 
 TEST(Buffers, StateDictOrderIsPyTorchs) {
   const Outer m;

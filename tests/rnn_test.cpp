@@ -19,12 +19,7 @@ namespace {
 
 using test::expect_throws;
 using test::max_abs_diff;
-
-std::vector<std::string> names(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, p] : m.named_parameters()) out.push_back(name);
-  return out;
-}
+using test::names;
 
 // f(x, states..., parameters...) with the parameters set to the given tensors (shared).
 template <class F>
@@ -118,7 +113,7 @@ TEST(GRU, OneStepIsTheFormulaByLoops) {
 TEST(RNN, NamesAndInitArePyTorchs) {
   Rng rng(5);
   LSTM lstm(3, 16, rng, {.num_layers = 2}, Dtype::f64);
-  EXPECT_EQ(names(lstm), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0",
+  EXPECT_EQ(names(lstm.named_parameters()), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0",
                                                    "bias_hh_l0", "weight_ih_l1", "weight_hh_l1",
                                                    "bias_ih_l1", "bias_hh_l1"}));
   EXPECT_EQ(lstm.layers[0].weight_ih.shape(), (Shape{64, 3}));
@@ -133,10 +128,10 @@ TEST(RNN, NamesAndInitArePyTorchs) {
     EXPECT_GT(hi, 0.2);
   }
   GRU gru(2, 4, rng, {.bias = false}, Dtype::f64);
-  EXPECT_EQ(names(gru), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"}));
+  EXPECT_EQ(names(gru.named_parameters()), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"}));
   EXPECT_EQ(gru.layers[0].weight_hh.shape(), (Shape{12, 4}));
   GRUCell cell(2, 4, rng, true, Dtype::f64);
-  EXPECT_EQ(names(cell), (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
+  EXPECT_EQ(names(cell.named_parameters()), (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
 }
 
 TEST(RNN, BadInputsNameTheLayerAndShapes) {
