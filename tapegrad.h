@@ -17,6 +17,8 @@
 #include <tapegrad/nn/layer_norm.h>
 #include <tapegrad/nn/linear.h>
 #include <tapegrad/nn/module.h>
+#include <tapegrad/nn/norm.h>
+#include <tapegrad/nn/rnn.h>
 #include <tapegrad/optim/optim.h>
 #include <tapegrad/io/npy.h>
 #include <tapegrad/io/safetensors.h>

@@ -68,4 +68,12 @@ inline double gpt_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t
   return 6 * gpt_params_nonembedding(V, L, C) + 12.0 * L * C * T;
 }
 
+/// An LSTM layer over T steps of B sequences, input I, hidden H: per step the gate products
+/// x W_ih^T (B, I) @ (I, 4H) and h W_hh^T (B, H) @ (H, 4H). Forward + backward (the gradients of
+/// x, h and both weights, two products per forward product) is 3 x that; the elementwise gate
+/// math is O(B H) per step and not counted.
+inline double lstm_fwdbwd_flops(int64_t B, int64_t T, int64_t I, int64_t H) {
+  return 3 * double(T) * (matmul_flops(B, I, 4 * H) + matmul_flops(B, H, 4 * H));
+}
+
 }  // namespace tg::bench

@@ -320,6 +320,7 @@ std::vector<OpCase> op_cases() {
   training_op_cases(t);
   index_op_cases(t);
   conv_op_cases(t);
+  norm_op_cases(t);
   dims_op_cases(t);
   elementwise_op_cases(t);
   loss_op_cases(t);

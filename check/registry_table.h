@@ -88,5 +88,6 @@ void dims_op_cases(Table& t);      // check/registry_dims.cpp
 void elementwise_op_cases(Table& t);  // check/registry_elementwise.cpp
 void loss_op_cases(Table& t);         // check/registry_losses.cpp
 void conv_op_cases(Table& t);      // check/registry_conv.cpp
+void norm_op_cases(Table& t);      // check/registry_norm.cpp
 
 }  // namespace tg::detail

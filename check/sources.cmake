@@ -7,6 +7,7 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry_index.cpp
   check/registry_dims.cpp
   check/registry_conv.cpp
+  check/registry_norm.cpp
   check/registry_elementwise.cpp
   check/registry_losses.cpp
 )

@@ -15,7 +15,7 @@ void Module::check_new_name(const std::string& name, const char* who) const {
   const auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
   };
-  if (taken(parameters_) || taken(children_))
+  if (taken(parameters_) || taken(children_) || taken(buffers_))
     throw ValueError(std::string(who) + ": name '" + name + "' is already registered");
 }
 
@@ -32,19 +32,42 @@ void Module::register_module(const std::string& name, Module& child) {
   children_.emplace_back(name, &child);
 }
 
-void Module::collect(const std::string& prefix,
-                     std::vector<std::pair<std::string, Tensor*>>& out) const {
-  for (const auto& [name, slot] : parameters_) out.emplace_back(prefix + name, slot);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+void Module::register_buffer(const std::string& name, Tensor& member) {
+  check_new_name(name, "register_buffer");
+  if (!member.defined())
+    throw ValueError("register_buffer: '" + name + "' must be a defined tensor");
+  if (member.requires_grad())
+    throw ValueError("register_buffer: '" + name + "' requires grad; a buffer never gets one");
+  buffers_.emplace_back(name, &member);
 }
 
-NamedTensors Module::named_parameters() const {
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  collect("", slots);
+// torch.nn.Module._save_to_state_dict's order: own parameters, own buffers, then the children.
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
+                     bool params, bool buffers) const {
+  if (params)
+    for (const auto& [name, slot] : parameters_) out.emplace_back(prefix + name, slot);
+  if (buffers)
+    for (const auto& [name, slot] : buffers_) out.emplace_back(prefix + name, slot);
+  for (const auto& [name, child] : children_)
+    child->collect(prefix + name + ".", out, params, buffers);
+}
+
+namespace {
+
+// The tensors (handles) of the slots, by name.
+NamedTensors handles(const std::vector<std::pair<std::string, Tensor*>>& slots) {
   NamedTensors out;
   out.reserve(slots.size());
   for (const auto& [name, slot] : slots) out.emplace_back(name, *slot);
   return out;
+}
+
+}  // namespace
+
+NamedTensors Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots);
+  return handles(slots);
 }
 
 std::vector<Tensor> Module::parameters() const {
@@ -68,7 +91,17 @@ void Module::train(bool on) {
   for (const auto& [name, child] : children_) child->train(on);
 }
 
-NamedTensors Module::state_dict() const { return named_parameters(); }
+NamedTensors Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots, false, true);
+  return handles(slots);
+}
+
+NamedTensors Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  collect("", slots, true, true);
+  return handles(slots);
+}
 
 namespace {
 
@@ -80,13 +113,13 @@ void check_fits(const char* who, const std::string& name, const Tensor& value,
   if (!value.defined()) throw ValueError(std::string(who) + ": entry '" + name + "' is undefined");
   if (value.shape() != param.shape() || value.dtype() != param.dtype())
     throw ValueError(std::string(who) + ": entry '" + name + "' is " + describe(value) +
-                     ", the model's parameter is " + describe(param));
+                     ", the model's entry is " + describe(param));
 }
 
 }  // namespace
 
 void Module::load_state_dict(const NamedTensors& state) {
-  const NamedTensors params = named_parameters();
+  const NamedTensors params = state_dict();
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
     if (!given.emplace(name, &t).second)
@@ -110,9 +143,8 @@ void Module::load_state_dict(const NamedTensors& state) {
     const Tensor& src = *given.at(name);
     if (src.impl_ptr() == p.impl_ptr()) continue;
     const size_t bytes = static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
-    void* dst = p.dtype() == Dtype::f32 ? static_cast<void*>(p.data<float>())
-                                        : static_cast<void*>(p.data<double>());
-    if (bytes) std::memcpy(dst, src.impl().storage->data(), bytes);
+    p.impl().storage->bump_version();
+    if (bytes) std::memcpy(p.impl().storage->data(), src.impl().storage->data(), bytes);
   }
 }
 

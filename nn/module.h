@@ -32,6 +32,9 @@ class Module {
   NamedTensors named_parameters() const;
   /// The tensors of named_parameters(), in the same order. Never throws.
   std::vector<Tensor> parameters() const;
+  /// Every buffer of the tree (state that is not a parameter: BatchNorm's running statistics),
+  /// own ones first, then each child's, with dotted names. The tensors themselves. Never throws.
+  NamedTensors named_buffers() const;
   /// The number of parameter elements. Never throws.
   int64_t num_parameters() const;
   /// Zeroes every parameter's accumulated gradient. Never throws.
@@ -42,10 +45,12 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  /// The parameters by name (the same tensors as named_parameters(), as PyTorch's state_dict
-  /// shares storage). Never throws.
+  /// The parameters and buffers by name (the same tensors, as PyTorch's state_dict shares
+  /// storage), in PyTorch's order: a module's own parameters, then its own buffers, then each
+  /// child's entries. Never throws.
   NamedTensors state_dict() const;
-  /// Copies `state`'s values into the parameters (under NoGradGuard, bumping their versions).
+  /// Copies `state`'s values into the parameters and buffers (under NoGradGuard, bumping their
+  /// versions).
   /// Strict: throws ValueError naming the entry when one is missing, unexpected, repeated,
   /// undefined, or of another shape or dtype; then nothing has been copied.
   void load_state_dict(const NamedTensors& state);
@@ -60,14 +65,21 @@ class Module {
   void register_parameter(const std::string& name, Tensor& member);
   /// Registers a member module as the child `name`. Throws ValueError for a repeated name.
   void register_module(const std::string& name, Module& child);
+  /// Registers a member tensor as the buffer `name`: saved and loaded with the state dict, never
+  /// given a gradient, not among parameters(). Any dtype (int64 for a counter). Throws
+  /// ValueError for a repeated or dotted name, an undefined tensor or one that requires grad.
+  void register_buffer(const std::string& name, Tensor& member);
 
  private:
-  // Every parameter slot of the tree, with its dotted name, in named_parameters() order.
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
+  // Every parameter slot of the tree (and, with `buffers`, every buffer slot; without
+  // `params`, only those), with its dotted name, in named_parameters() / state_dict() order.
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
+               bool params = true, bool buffers = false) const;
   void check_new_name(const std::string& name, const char* who) const;
 
   std::vector<std::pair<std::string, Tensor*>> parameters_;
   std::vector<std::pair<std::string, Module*>> children_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
   bool training_ = true;
 };
 

@@ -9,4 +9,6 @@ list(APPEND TAPEGRAD_SOURCES
   nn/layer_norm.cpp
   nn/linear.cpp
   nn/module.cpp
+  nn/norm.cpp
+  nn/rnn.cpp
 )

@@ -30,6 +30,12 @@ std::vector<OpInfo> rows() {
        [](X x) { return add_mask(x[0], causal_mask(x[0].size(-1), x[0].dtype())); }},
       {"avg_pool1d", other, real, {{64, 64, 256}}, [](X x) { return avg_pool1d(x[0], 2); }},
       {"avg_pool2d", other, real, {{64, 64, 24, 24}}, [](X x) { return avg_pool2d(x[0], 2); }},
+      // A training step's batch_norm on the MNIST Net's feature maps (fresh running stats).
+      {"batch_norm", other, real, {{64, 64, 24, 24}, {64}, {64}},
+       [](X x) {
+         const Tensor rm = zeros({64}, x[0].dtype()), rv = ones({64}, x[0].dtype());
+         return batch_norm(x[0], rm, rv, x[1], x[2], true);
+       }},
       {"binary_cross_entropy_with_logits", other, real, {act, act},
        [](X x) { return binary_cross_entropy_with_logits(x[0], sigmoid(x[1])); }},
       {"broadcast_to", other, real, {{kT, kD}},
@@ -69,6 +75,8 @@ std::vector<OpInfo> rows() {
       {"erf", unary, real, {act}, [](X x) { return erf(x[0]); }},
       {"exp", unary, real, {act}, [](X x) { return exp(x[0]); }},
       {"gelu", unary, real, {act}, [](X x) { return gelu(x[0], GeluApproximate::tanh); }},
+      {"group_norm", other, real, {{64, 64, 24, 24}, {64}, {64}},
+       [](X x) { return group_norm(x[0], 8, x[1], x[2]); }},
       {"l1_loss", other, real, {act, act}, [](X x) { return l1_loss(x[0], x[1]); }},
       {"layer_norm", other, real, {act, {kD}, {kD}},
        [](X x) { return layer_norm(x[0], x[1], x[2]); }},

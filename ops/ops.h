@@ -5,6 +5,7 @@
 #include <tapegrad/ops/abs.h>
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/add_mask.h>
+#include <tapegrad/ops/batch_norm.h>
 #include <tapegrad/ops/binary_cross_entropy_with_logits.h>
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
@@ -17,6 +18,7 @@
 #include <tapegrad/ops/erf.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/gelu.h>
+#include <tapegrad/ops/group_norm.h>
 #include <tapegrad/ops/l1_loss.h>
 #include <tapegrad/ops/layer_norm.h>
 #include <tapegrad/ops/log.h>

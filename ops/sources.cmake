@@ -5,6 +5,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/add_mask.cpp
   ops/attention_composed.cpp
   ops/attention_kernels.cpp
+  ops/batch_norm.cpp
   ops/binary_cross_entropy_with_logits.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
@@ -18,6 +19,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/exp.cpp
   ops/gelu.cpp
   ops/gemm.cpp
+  ops/group_norm.cpp
   ops/im2col.cpp
   ops/l1_loss.cpp
   ops/layer_norm.cpp
@@ -32,6 +34,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/mul.cpp
   ops/op_list.cpp
   ops/narrow.cpp
+  ops/norm_formula.cpp
   ops/nll_loss.cpp
   ops/permute.cpp
   ops/pool.cpp

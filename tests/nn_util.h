@@ -1,6 +1,6 @@
 #pragma once
-// What the nn suites share: a tiny GPT configuration, token tensors, and random weights larger
-// than the init.
+// What the nn suites share: a tiny GPT configuration, token tensors, random weights larger
+// than the init, and the names of a state dict.
 
 #include <algorithm>
 #include <cmath>
@@ -39,6 +39,13 @@ inline NamedTensors random_state(const nn::Module& model, Rng& rng) {
     state.emplace_back(name, from_vector(v, p.shape(), p.dtype()));
   }
   return state;
+}
+
+// The names of `t`, in order: `names(m.state_dict())`.
+inline std::vector<std::string> names(const NamedTensors& t) {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : t) out.push_back(name);
+  return out;
 }
 
 }  // namespace tg::test

@@ -8,7 +8,7 @@ optionally weight.npy; pos_weight.npy for binary_cross_entropy_with_logits. For 
 writes y.npy (the op's output), dx.npy, dx1.npy ... (the gradients of sum(y * w) with respect
 to x, x1 ...) and y32.npy (the output with every float input rounded to float32) into its folder.
 
-Cases with `inputs=N` (convolution and pooling) have in0.npy ... (X, W, b as the op takes them),
+Cases with `inputs=N` (convolution, pooling, batch_norm and group_norm) have in0.npy ... (X, W, b as the op takes them),
 w.npy and v0.npy ...; they get y.npy, y32.npy (the forward on the inputs in float32), d0.npy ...
 (the gradients of sum(y * w)) and dd0.npy ... (the gradients of sum_k <d_k, v_k>, through
 create_graph).
@@ -135,6 +135,15 @@ def ints(text):
 
 
 def multi_op(op, kw, xs):
+    affine = (xs[1], xs[2]) if len(xs) == 3 else (None, None)  # the norms' weight and bias
+    if op == "batch_norm":
+        C = xs[0].shape[1]
+        rm = torch.linspace(-0.5, 0.5, C, dtype=xs[0].dtype)
+        rv = torch.linspace(0.5, 1.5, C, dtype=xs[0].dtype)
+        return F.batch_norm(xs[0], rm, rv, *affine, training=kw["training"] == "1",
+                            momentum=float(kw["momentum"]), eps=float(kw["eps"]))
+    if op == "group_norm":
+        return F.group_norm(xs[0], int(kw["groups"]), *affine, eps=float(kw["eps"]))
     if op in ("conv1d", "conv2d"):
         conv = F.conv1d if op == "conv1d" else F.conv2d
         b = xs[2] if len(xs) > 2 else None

@@ -5,8 +5,8 @@
 // (several inputs, edge values given: ties, bounds, 0, the softplus threshold). For every case
 // the float64 output and the gradient of sum(y * w), w fixed random weights, for every float
 // input agree to 1e-12 relative; for the cases of several inputs the float32 forward agrees to
-// 1e-5 too. The convolution and pooling ops (X, W, b) also check the second derivative
-// (through create_graph). Without python3, numpy and torch the suite skips, or fails when the
+// 1e-5 too. The convolution, pooling and normalisation ops (X, W, b) also check the second
+// derivative (through create_graph). Without python3, numpy and torch the suite skips, or fails when the
 // environment variable CI is set.
 
 #include <gtest/gtest.h>
@@ -363,6 +363,54 @@ struct MultiCase {
 
 std::string pair(tg::Int2 v) { return std::to_string(v.h) + "," + std::to_string(v.w); }
 
+// batch_norm (running stats linspace(-0.5, 0.5, C) and linspace(0.5, 1.5, C), as
+// ops_reference.py makes them) and group_norm, with and without weight and bias.
+void norm_cases(std::vector<MultiCase>& c) {
+  struct Norm {
+    tg::Shape x;
+    bool affine, training;
+    double momentum, eps;
+  };
+  const std::vector<Norm> bn = {
+      {{4, 3}, true, true, 0.1, 1e-5},        {{2, 3, 5}, true, true, 0.3, 1e-5},
+      {{2, 2, 3, 4}, true, true, 0.1, 1e-3},  {{3, 2, 2, 2}, false, true, 0.1, 1e-5},
+      {{1, 2, 6}, true, true, 0.1, 1e-5},     {{4, 3}, true, false, 0.1, 1e-5},
+      {{2, 3, 2, 2}, true, false, 0.1, 1e-5}, {{2, 2, 3}, false, false, 0.1, 1e-2},
+  };
+  for (const Norm& k : bn) {
+    std::vector<tg::Shape> shapes{k.x};
+    if (k.affine) shapes.insert(shapes.end(), {{k.x[1]}, {k.x[1]}});
+    c.push_back({"batch_norm training=" + std::to_string(k.training) + " momentum=" +
+                     num(k.momentum) + " eps=" + num(k.eps),
+                 shapes, [k](const std::vector<Tensor>& in) {
+                   const int64_t C = in[0].size(1);
+                   const Tensor rm = tg::linspace(-0.5, 0.5, C, in[0].dtype());
+                   const Tensor rv = tg::linspace(0.5, 1.5, C, in[0].dtype());
+                   const Tensor w = in.size() > 1 ? in[1] : Tensor(), b = in.size() > 1 ? in[2] : Tensor();
+                   return tg::batch_norm(in[0], rm, rv, w, b, k.training, k.momentum, k.eps);
+                 }});
+  }
+  struct Group {
+    tg::Shape x;
+    int64_t groups;
+    bool affine;
+    double eps;
+  };
+  const std::vector<Group> gn = {
+      {{3, 4}, 2, true, 1e-5},       {{2, 6, 5}, 3, true, 1e-5}, {{2, 4, 3, 3}, 2, true, 1e-3},
+      {{2, 3, 4}, 1, true, 1e-5},    {{2, 3, 4}, 3, true, 1e-5}, {{1, 4, 2, 3}, 4, false, 1e-5},
+  };
+  for (const Group& k : gn) {
+    std::vector<tg::Shape> shapes{k.x};
+    if (k.affine) shapes.insert(shapes.end(), {{k.x[1]}, {k.x[1]}});
+    c.push_back({"group_norm groups=" + std::to_string(k.groups) + " eps=" + num(k.eps), shapes,
+                 [k](const std::vector<Tensor>& in) {
+                   const Tensor w = in.size() > 1 ? in[1] : Tensor(), b = in.size() > 1 ? in[2] : Tensor();
+                   return tg::group_norm(in[0], k.groups, w, b, k.eps);
+                 }});
+  }
+}
+
 std::vector<MultiCase> conv_cases() {
   std::vector<MultiCase> c;
   struct Conv {
@@ -453,6 +501,7 @@ std::vector<MultiCase> conv_cases() {
                    },
                    k.ties});
     }
+  norm_cases(c);
   return c;
 }
 

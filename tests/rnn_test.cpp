@@ -1,0 +1,161 @@
+// The recurrent layers without PyTorch (that is layers_torch_test.cpp): gradcheck and
+// gradgradcheck of a small LSTM and GRU in their inputs, states and every parameter; a layer
+// equals its cell stepped by hand; names, init bounds and bad inputs.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <tapegrad/check/gradcheck.h>
+#include <tapegrad/nn/rnn.h>
+#include <tapegrad/ops/ops.h>
+#include "nn_util.h"
+#include "test_util.h"
+
+namespace tg::nn {
+namespace {
+
+using test::expect_throws;
+using test::max_abs_diff;
+using test::names;
+
+// f(x, states..., parameters...) with the parameters set to the given tensors (shared).
+template <class F>
+GradcheckResult check_rnn(Module& m, std::vector<Tensor> inputs, int n_data, F outputs,
+                          bool second_order) {
+  std::vector<std::string> params;
+  for (const auto& [name, p] : m.named_parameters()) {
+    params.push_back(name);
+    inputs.push_back(p.detach().clone().set_requires_grad());
+  }
+  const Function f = [&m, params, n_data, outputs](const std::vector<Tensor>& in) {
+    for (std::size_t k = 0; k < params.size(); ++k) m.set_parameter(params[k], in[n_data + k]);
+    return outputs(in);
+  };
+  return second_order ? gradgradcheck(f, inputs) : gradcheck(f, inputs);
+}
+
+TEST(LSTM, GradcheckInInputsStatesAndParameters) {
+  Rng rng(1);
+  LSTM lstm(2, 3, rng, {.num_layers = 2}, Dtype::f64);
+  const std::vector<Tensor> in = {randn({3, 2, 2}, rng, Dtype::f64).set_requires_grad(),
+                                  randn({2, 2, 3}, rng, Dtype::f64).set_requires_grad(),
+                                  randn({2, 2, 3}, rng, Dtype::f64).set_requires_grad()};
+  const auto outputs = [&lstm](const std::vector<Tensor>& x) {
+    const LSTMOutput o = lstm(x[0], {x[1], x[2]});
+    return std::vector<Tensor>{o.output, o.state.h, o.state.c};
+  };
+  const GradcheckResult first = check_rnn(lstm, in, 3, outputs, false);
+  EXPECT_TRUE(first.passed) << first.message;
+  LSTM small(2, 2, rng, {}, Dtype::f64);
+  const auto small_out = [&small](const std::vector<Tensor>& x) {
+    const LSTMOutput o = small(x[0], {x[1], x[2]});
+    return std::vector<Tensor>{o.output, o.state.c};
+  };
+  const GradcheckResult second = check_rnn(
+      small, {randn({2, 1, 2}, rng, Dtype::f64).set_requires_grad(), randn({1, 1, 2}, rng, Dtype::f64).set_requires_grad(),
+              randn({1, 1, 2}, rng, Dtype::f64).set_requires_grad()},
+      3, small_out, true);
+  EXPECT_TRUE(second.passed) << second.message;
+}
+
+TEST(GRU, GradcheckInInputsStateAndParameters) {
+  Rng rng(2);
+  GRU gru(2, 3, rng, {.num_layers = 2, .batch_first = true}, Dtype::f64);
+  const auto outputs = [&gru](const std::vector<Tensor>& x) {
+    const GRUOutput o = gru(x[0], x[1]);
+    return std::vector<Tensor>{o.output, o.h_n};
+  };
+  const GradcheckResult first = check_rnn(
+      gru, {randn({2, 3, 2}, rng, Dtype::f64).set_requires_grad(), randn({2, 2, 3}, rng, Dtype::f64).set_requires_grad()},
+      2, outputs, false);
+  EXPECT_TRUE(first.passed) << first.message;
+  GRUCell cell(2, 2, rng, true, Dtype::f64);
+  const GradcheckResult second = check_rnn(
+      cell, {randn({1, 2}, rng, Dtype::f64).set_requires_grad(), randn({1, 2}, rng, Dtype::f64).set_requires_grad()}, 2,
+      [&cell](const std::vector<Tensor>& x) { return std::vector<Tensor>{cell(x[0], x[1])}; }, true);
+  EXPECT_TRUE(second.passed) << second.message;
+}
+
+TEST(LSTM, EqualsItsCellSteppedByHand) {
+  Rng rng(3);
+  LSTM lstm(3, 4, rng, {}, Dtype::f64);
+  LSTMCell cell(3, 4, rng, true, Dtype::f64);
+  for (const auto& [name, p] : lstm.named_parameters())
+    cell.set_parameter(name.substr(0, name.size() - 3), p);  // weight_ih_l0 -> weight_ih
+  const Tensor x = randn({5, 2, 3}, rng, Dtype::f64);
+  LSTMState s{randn({2, 4}, rng, Dtype::f64), randn({2, 4}, rng, Dtype::f64)};
+  const LSTMOutput o = lstm(x, {reshape(s.h, {1, 2, 4}), reshape(s.c, {1, 2, 4})});
+  for (int64_t t = 0; t < 5; ++t) {
+    s = cell(reshape(narrow(x, 0, t, 1), {2, 3}), s);
+    EXPECT_EQ(max_abs_diff(reshape(narrow(o.output, 0, t, 1), {2, 4}), s.h), 0.0) << "step " << t;
+  }
+  EXPECT_EQ(max_abs_diff(reshape(o.state.c, {2, 4}), s.c), 0.0);
+}
+
+TEST(GRU, OneStepIsTheFormulaByLoops) {
+  Rng rng(4);
+  GRUCell cell(1, 1, rng, true, Dtype::f64);
+  const double x = 0.7, h = -0.4;
+  const auto v = [&](const Tensor& t) { return t.to_vector(); };
+  const std::vector<double> wi = v(cell.p.weight_ih), wh = v(cell.p.weight_hh), bi = v(cell.p.bias_ih),
+                            bh = v(cell.p.bias_hh);
+  const auto sig = [](double a) { return 1 / (1 + std::exp(-a)); };
+  const double r = sig(wi[0] * x + bi[0] + wh[0] * h + bh[0]);
+  const double z = sig(wi[1] * x + bi[1] + wh[1] * h + bh[1]);
+  const double n = std::tanh(wi[2] * x + bi[2] + r * (wh[2] * h + bh[2]));
+  const Tensor got = cell(from_vector({x}, {1}, Dtype::f64), from_vector({h}, {1}, Dtype::f64));
+  EXPECT_NEAR(got.item(), (1 - z) * n + z * h, 1e-15);
+}
+
+TEST(RNN, NamesAndInitArePyTorchs) {
+  Rng rng(5);
+  LSTM lstm(3, 16, rng, {.num_layers = 2}, Dtype::f64);
+  EXPECT_EQ(names(lstm.named_parameters()), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0",
+                                                   "bias_hh_l0", "weight_ih_l1", "weight_hh_l1",
+                                                   "bias_ih_l1", "bias_hh_l1"}));
+  EXPECT_EQ(lstm.layers[0].weight_ih.shape(), (Shape{64, 3}));
+  EXPECT_EQ(lstm.layers[1].weight_ih.shape(), (Shape{64, 16}));
+  for (const auto& [name, p] : lstm.named_parameters()) {
+    SCOPED_TRACE(name);
+    double lo = 1, hi = -1;
+    for (double e : p.to_vector()) lo = std::min(lo, e), hi = std::max(hi, e);
+    EXPECT_GE(lo, -0.25);
+    EXPECT_LE(hi, 0.25);
+    EXPECT_LT(lo, -0.2);  // spread over the whole range, not a narrower one
+    EXPECT_GT(hi, 0.2);
+  }
+  GRU gru(2, 4, rng, {.bias = false}, Dtype::f64);
+  EXPECT_EQ(names(gru.named_parameters()), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"}));
+  EXPECT_EQ(gru.layers[0].weight_hh.shape(), (Shape{12, 4}));
+  GRUCell cell(2, 4, rng, true, Dtype::f64);
+  EXPECT_EQ(names(cell.named_parameters()), (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
+}
+
+TEST(RNN, BadInputsNameTheLayerAndShapes) {
+  Rng rng(6);
+  const Dtype d = Dtype::f64;
+  LSTM lstm(3, 4, rng, {.num_layers = 2}, d);
+  GRU gru(3, 4, rng, {}, d);
+  LSTMCell lcell(3, 4, rng, true, d);
+  GRUCell gcell(3, 4, rng, true, d);
+  const Tensor x = zeros({5, 2, 3}, d);
+  expect_throws<ShapeError>([&] { lstm(zeros({5, 2, 4}, d)); },
+                            {"LSTM(3, 4, num_layers=2)", "(5, 2, 4)", "(T, B, 3)"});
+  expect_throws<ShapeError>([&] { lstm(zeros({1, 5, 2, 3}, d)); }, {"LSTM(3, 4", "(1, 5, 2, 3)"});
+  expect_throws<ShapeError>([&] { lstm(x, {zeros({1, 2, 4}, d), zeros({2, 2, 4}, d)}); },
+                            {"LSTM(3, 4", "state (1, 2, 4)", "(2, 2, 4)", "(5, 2, 3)"});
+  expect_throws<ShapeError>([&] { lstm(x, {zeros({2, 2, 4}, d), Tensor()}); }, {"LSTM", "h_0 and c_0"});
+  expect_throws<ShapeError>([&] { gru(x, zeros({1, 3, 4}, d)); }, {"GRU(3, 4", "state (1, 3, 4)", "(1, 2, 4)"});
+  expect_throws<ShapeError>([&] { lcell(zeros({2, 2}, d)); }, {"LSTMCell(3, 4)", "(2, 2)"});
+  expect_throws<ShapeError>([&] { gcell(zeros({2, 3}, d), zeros({3, 4}, d)); },
+                            {"GRUCell(3, 4)", "state (3, 4)", "(2, 4)"});
+  expect_throws<ValueError>([&] { LSTM(3, 0, rng); }, {"LSTM(3, 0", "sizes"});
+  expect_throws<ValueError>([&] { GRU(3, 2, rng, {.num_layers = 0}); }, {"GRU(3, 2", "num_layers"});
+  expect_throws<ValueError>([&] { GRUCell(0, 2, rng); }, {"GRUCell(0, 2)"});
+}
+
+}  // namespace
+}  // namespace tg::nn
