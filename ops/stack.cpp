@@ -21,6 +21,11 @@ Tensor stack(const std::vector<Tensor>& xs, int axis, const std::source_location
                        " (tensor 0) and " + xs[i].shape().str() + " (tensor " + std::to_string(i) + ")");
     detail::check_same_dtype("stack", xs[0], xs[i]);
   }
+  const int r = xs[0].rank();
+  if (axis < -r - 1 || axis > r)
+    throw ShapeError("stack: axis " + std::to_string(axis) + " is out of range [" +
+                     std::to_string(-r - 1) + ", " + std::to_string(r) + "] for tensors of shape " +
+                     xs[0].shape().str());
   std::vector<Tensor> parts;
   for (const Tensor& x : xs) parts.push_back(unsqueeze(x, axis, where));
   return cat(parts, axis, where);
