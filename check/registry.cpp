@@ -324,6 +324,8 @@ std::vector<OpCase> op_cases() {
   dims_op_cases(t);
   elementwise_op_cases(t);
   loss_op_cases(t);
+  reduction_op_cases(t);
+  shape_op_cases(t);
   return t.take();
 }
 

@@ -89,5 +89,7 @@ void elementwise_op_cases(Table& t);  // check/registry_elementwise.cpp
 void loss_op_cases(Table& t);         // check/registry_losses.cpp
 void conv_op_cases(Table& t);      // check/registry_conv.cpp
 void norm_op_cases(Table& t);      // check/registry_norm.cpp
+void reduction_op_cases(Table& t);  // check/registry_reductions.cpp
+void shape_op_cases(Table& t);     // check/registry_shape.cpp
 
 }  // namespace tg::detail

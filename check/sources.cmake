@@ -10,4 +10,6 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry_norm.cpp
   check/registry_elementwise.cpp
   check/registry_losses.cpp
+  check/registry_reductions.cpp
+  check/registry_shape.cpp
 )

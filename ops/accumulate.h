@@ -94,6 +94,14 @@ inline AxisReduction axis_reduction(const Shape& s, int axis, bool keepdim, cons
   return r;
 }
 
+/// y[o, i] = f(row, stride) for every row along the reduction's axis: row points at its first
+/// entry, the k-th is row[k * stride] (for the reductions that are not sums: logsumexp, var).
+template <class T, class F>
+void reduce_rows(const T* x, const AxisReduction& r, T* y, F f) {
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) y[o * r.inner + i] = f(x + o * r.n * r.inner + i, r.inner);
+}
+
 /// y = scale * the sums of x over the reduction's axis.
 template <class T>
 void sum_axis(const T* x, const AxisReduction& r, T* y, Accum<T> scale = 1) {

@@ -1,8 +1,10 @@
 // broadcast_to: Y[i] = X[i with broadcast axes set to 0];  dX = sum_to(dY, X.shape)
+// expand: broadcast_to with -1 sizes replaced by X's own.
 
 #include <tapegrad/ops/broadcast_to.h>
 
 #include <cstring>
+#include <string>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
@@ -45,6 +47,26 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
   return record("broadcast_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {sum_to(dY, sX)};
   });
+}
+
+Tensor expand(const Tensor& X, const std::vector<int64_t>& sizes, const std::source_location& where) {
+  detail::check_defined("expand", X, "input");
+  const int r = X.rank(), n = static_cast<int>(sizes.size());
+  if (n < r)
+    throw ShapeError("expand: " + std::to_string(n) + " sizes for input " + X.shape().str() +
+                     " of rank " + std::to_string(r));
+  std::vector<int64_t> s = sizes;
+  for (int i = 0; i < n; ++i) {
+    if (s[i] != -1) continue;
+    if (i < n - r)
+      throw ShapeError("expand: size -1 at " + std::to_string(i) + " is a new axis for input " +
+                       X.shape().str() + " (sizes of " + std::to_string(n) + " axes)");
+    s[i] = X.shape()[i - (n - r)];
+  }
+  const Shape target(s);
+  if (broadcast_shapes(X.shape(), target, "expand") != target)
+    throw ShapeError("expand: shape " + X.shape().str() + " does not expand to " + target.str());
+  return broadcast_to(X, target, where);
 }
 
 }  // namespace tg

@@ -19,6 +19,13 @@ Tensor sample_indices(const Shape& s) {
   return from_indices(v, s);
 }
 
+// Fixed index inputs for gather and scatter_add along an axis of size n, in [0, n).
+Tensor axis_indices(const Shape& s, int64_t n) {
+  std::vector<int64_t> v(s.numel());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919) % n);
+  return from_indices(v, s);
+}
+
 std::vector<OpInfo> rows() {
   const OpKind unary = OpKind::unary, binary = OpKind::binary, other = OpKind::other;
   const OpDomain real = OpDomain::real, positive = OpDomain::positive;
@@ -28,6 +35,8 @@ std::vector<OpInfo> rows() {
       {"add", binary, real, {act, {kT, kD}}, [](X x) { return add(x[0], x[1]); }},
       {"add_mask", other, real, {scores},
        [](X x) { return add_mask(x[0], causal_mask(x[0].size(-1), x[0].dtype())); }},
+      {"amax", other, real, {scores}, [](X x) { return amax(x[0], -1); }},
+      {"amin", other, real, {scores}, [](X x) { return amin(x[0], -2, true); }},
       {"avg_pool1d", other, real, {{64, 64, 256}}, [](X x) { return avg_pool1d(x[0], 2); }},
       {"avg_pool2d", other, real, {{64, 64, 24, 24}}, [](X x) { return avg_pool2d(x[0], 2); }},
       // A training step's batch_norm on the MNIST Net's feature maps (fresh running stats).
@@ -47,6 +56,7 @@ std::vector<OpInfo> rows() {
        [](X x) { return causal_attention_heads(x[0], x[1], x[2], 4, 0.125); }},
       {"causal_attention_qkv", other, real, {{2, kT, 3 * 4 * kD}},
        [](X x) { return causal_attention_qkv(x[0], 4, 0.125); }},
+      {"chunk", other, real, {act}, [](X x) { return chunk(x[0], 3, -1)[1]; }},
       {"clamp", unary, real, {act}, [](X x) { return clamp(x[0], -0.5, 0.5); }},
       // pytorch/examples' MNIST Net: its second convolution (32 -> 64 at 26 x 26, 3 x 3).
       {"conv1d", other, real, {{64, 32, 256}, {64, 32, 3}, {64}},
@@ -74,27 +84,37 @@ std::vector<OpInfo> rows() {
        [](X x) { return embedding(sample_indices({12, 64}), x[0]); }},
       {"erf", unary, real, {act}, [](X x) { return erf(x[0]); }},
       {"exp", unary, real, {act}, [](X x) { return exp(x[0]); }},
+      {"expand", other, real, {{kT, 1}}, [](X x) { return expand(x[0], {kBH, -1, kD}); }},
+      {"flatten", other, real, {{kBH, kT, kD}}, [](X x) { return flatten(x[0], 1); }},
+      {"gather", other, real, {act},
+       [](X x) { return gather(x[0], -1, axis_indices({kBH, kT, kD / 2}, kD)); }},
       {"gelu", unary, real, {act}, [](X x) { return gelu(x[0], GeluApproximate::tanh); }},
       {"group_norm", other, real, {{64, 64, 24, 24}, {64}, {64}},
        [](X x) { return group_norm(x[0], 8, x[1], x[2]); }},
+      {"index_select", other, real, {act},
+       [](X x) { return index_select(x[0], 1, axis_indices({kT / 2}, kT)); }},
       {"l1_loss", other, real, {act, act}, [](X x) { return l1_loss(x[0], x[1]); }},
       {"layer_norm", other, real, {act, {kD}, {kD}},
        [](X x) { return layer_norm(x[0], x[1], x[2]); }},
       {"log", unary, positive, {act}, [](X x) { return log(x[0]); }},
       {"log_softmax", other, real, {scores}, [](X x) { return log_softmax(x[0]); }},
       {"log_softmax_dim", other, real, {scores}, [](X x) { return log_softmax(x[0], -2); }},
+      {"logsumexp", other, real, {scores}, [](X x) { return logsumexp(x[0], -1); }},
       {"matmul", other, real, {act, {kD, kD}}, [](X x) { return matmul(x[0], x[1]); }},
+      {"max", other, real, {scores}, [](X x) { return max(x[0], -1).values; }},
       {"max_pool1d", other, real, {{64, 64, 256}}, [](X x) { return max_pool1d(x[0], 2); }},
       {"max_pool2d", other, real, {{64, 64, 24, 24}}, [](X x) { return max_pool2d(x[0], 2); }},
       {"maximum", binary, real, {act, act}, [](X x) { return maximum(x[0], x[1]); }},
       {"mean", other, real, {act}, [](X x) { return mean(x[0], -1, true); }},
       {"mean_dims", other, real, {act}, [](X x) { return mean(x[0], {0, 1}); }},
+      {"min", other, real, {scores}, [](X x) { return min(x[0], -2, true).values; }},
       {"minimum", binary, real, {act, act}, [](X x) { return minimum(x[0], x[1]); }},
       {"mse_loss", other, real, {act, act}, [](X x) { return mse_loss(x[0], x[1]); }},
       {"mul", binary, real, {act, act}, [](X x) { return mul(x[0], x[1]); }},
       {"narrow", other, real, {act}, [](X x) { return narrow(x[0], -1, 8, kD / 2); }},
       {"nll_loss", other, real, {{12 * 64, kV}},
        [](X x) { return nll_loss(log_softmax(x[0]), sample_indices({x[0].size(0)})); }},
+      {"pad", other, real, {act}, [](X x) { return pad(x[0], {1, 2, 0, 3}); }},
       {"permute", other, real, {{2, kT, 4, kD}}, [](X x) { return permute(x[0], {0, 2, 1, 3}); }},
       {"pow", unary, positive, {act}, [](X x) { return pow(x[0], 1.5); }},
       {"relu", unary, OpDomain::nonzero, {act}, [](X x) { return relu(x[0]); }},
@@ -103,6 +123,8 @@ std::vector<OpInfo> rows() {
       {"rope", other, real, {act}, [](X x) { return rope(x[0]); }},
       {"rsqrt", unary, positive, {act}, [](X x) { return rsqrt(x[0]); }},
       {"scale", unary, real, {scores}, [](X x) { return scale(x[0], 0.125); }},
+      {"scatter_add", other, real, {act, {kBH, kT, kD / 2}},
+       [](X x) { return scatter_add(x[0], -1, axis_indices({kBH, kT, kD / 2}, kD), x[1]); }},
       {"sigmoid", unary, real, {act}, [](X x) { return sigmoid(x[0]); }},
       {"silu", unary, real, {act}, [](X x) { return silu(x[0]); }},
       {"softmax", other, real, {scores}, [](X x) { return softmax(x[0]); }},
@@ -110,6 +132,8 @@ std::vector<OpInfo> rows() {
       {"softplus", unary, real, {act}, [](X x) { return softplus(x[0]); }},
       {"split", other, real, {act}, [](X x) { return split(x[0], kD / 2, -1)[1]; }},
       {"sqrt", unary, positive, {act}, [](X x) { return sqrt(x[0]); }},
+      {"squeeze", other, real, {{kBH, 1, kT, kD}}, [](X x) { return squeeze(x[0], 1); }},
+      {"stack", other, real, {act, act}, [](X x) { return stack({x[0], x[1]}, 1); }},
       {"sub", binary, real, {act, act}, [](X x) { return sub(x[0], x[1]); }},
       {"sum", other, real, {act}, [](X x) { return sum(x[0], -1, true); }},
       {"sum_dims", other, real, {act}, [](X x) { return sum(x[0], {0, 1}); }},
@@ -118,6 +142,8 @@ std::vector<OpInfo> rows() {
       {"tanh", unary, real, {act}, [](X x) { return tanh(x[0]); }},
       {"transpose", other, real, {act}, [](X x) { return transpose(x[0]); }},
       {"transpose_dims", other, real, {{2, kT, 4, kD}}, [](X x) { return transpose(x[0], 1, 2); }},
+      {"unsqueeze", other, real, {act}, [](X x) { return unsqueeze(x[0], -2); }},
+      {"var", other, real, {act}, [](X x) { return var(x[0], -1); }},
   };
 }
 

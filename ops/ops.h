@@ -6,6 +6,7 @@
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/add_mask.h>
 #include <tapegrad/ops/batch_norm.h>
+#include <tapegrad/ops/amax.h>
 #include <tapegrad/ops/binary_cross_entropy_with_logits.h>
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
@@ -17,14 +18,18 @@
 #include <tapegrad/ops/embedding.h>
 #include <tapegrad/ops/erf.h>
 #include <tapegrad/ops/exp.h>
+#include <tapegrad/ops/gather.h>
 #include <tapegrad/ops/gelu.h>
 #include <tapegrad/ops/group_norm.h>
+#include <tapegrad/ops/index_select.h>
 #include <tapegrad/ops/l1_loss.h>
 #include <tapegrad/ops/layer_norm.h>
 #include <tapegrad/ops/log.h>
 #include <tapegrad/ops/log_softmax.h>
+#include <tapegrad/ops/logsumexp.h>
 #include <tapegrad/ops/loss_reduction.h>
 #include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/max.h>
 #include <tapegrad/ops/maximum.h>
 #include <tapegrad/ops/mean.h>
 #include <tapegrad/ops/minimum.h>
@@ -33,6 +38,7 @@
 #include <tapegrad/ops/narrow.h>
 #include <tapegrad/ops/nll_loss.h>
 #include <tapegrad/ops/operators.h>
+#include <tapegrad/ops/pad.h>
 #include <tapegrad/ops/permute.h>
 #include <tapegrad/ops/pool.h>
 #include <tapegrad/ops/pow.h>
@@ -46,6 +52,8 @@
 #include <tapegrad/ops/softmax.h>
 #include <tapegrad/ops/softplus.h>
 #include <tapegrad/ops/sqrt.h>
+#include <tapegrad/ops/squeeze.h>
+#include <tapegrad/ops/stack.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>
 #include <tapegrad/ops/sum_of_squares.h>
@@ -53,3 +61,4 @@
 #include <tapegrad/ops/tanh.h>
 #include <tapegrad/ops/threads.h>
 #include <tapegrad/ops/transpose.h>
+#include <tapegrad/ops/var.h>

@@ -3,6 +3,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/abs.cpp
   ops/add.cpp
   ops/add_mask.cpp
+  ops/amax.cpp
   ops/attention_composed.cpp
   ops/attention_kernels.cpp
   ops/batch_norm.cpp
@@ -17,25 +18,30 @@ list(APPEND TAPEGRAD_SOURCES
   ops/embedding.cpp
   ops/erf.cpp
   ops/exp.cpp
+  ops/gather.cpp
   ops/gelu.cpp
   ops/gemm.cpp
   ops/group_norm.cpp
   ops/im2col.cpp
+  ops/index_select.cpp
   ops/l1_loss.cpp
   ops/layer_norm.cpp
   ops/log.cpp
   ops/log_softmax.cpp
+  ops/logsumexp.cpp
   ops/loss_reduction.cpp
   ops/matmul.cpp
+  ops/max.cpp
   ops/maximum.cpp
   ops/mean.cpp
   ops/minimum.cpp
   ops/mse_loss.cpp
   ops/mul.cpp
-  ops/op_list.cpp
   ops/narrow.cpp
   ops/norm_formula.cpp
   ops/nll_loss.cpp
+  ops/op_list.cpp
+  ops/pad.cpp
   ops/permute.cpp
   ops/pool.cpp
   ops/pow.cpp
@@ -49,6 +55,8 @@ list(APPEND TAPEGRAD_SOURCES
   ops/softmax.cpp
   ops/softplus.cpp
   ops/sqrt.cpp
+  ops/squeeze.cpp
+  ops/stack.cpp
   ops/sub.cpp
   ops/sum.cpp
   ops/sum_of_squares.cpp
@@ -56,4 +64,5 @@ list(APPEND TAPEGRAD_SOURCES
   ops/tanh.cpp
   ops/threads.cpp
   ops/transpose.cpp
+  ops/var.cpp
 )

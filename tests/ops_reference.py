@@ -8,10 +8,11 @@ optionally weight.npy; pos_weight.npy for binary_cross_entropy_with_logits. For 
 writes y.npy (the op's output), dx.npy, dx1.npy ... (the gradients of sum(y * w) with respect
 to x, x1 ...) and y32.npy (the output with every float input rounded to float32) into its folder.
 
-Cases with `inputs=N` (convolution, pooling, batch_norm and group_norm) have in0.npy ... (X, W, b as the op takes them),
-w.npy and v0.npy ...; they get y.npy, y32.npy (the forward on the inputs in float32), d0.npy ...
-(the gradients of sum(y * w)) and dd0.npy ... (the gradients of sum_k <d_k, v_k>, through
-create_graph).
+Cases with `inputs=N` (convolution, pooling, batch_norm and group_norm, the reductions and index ops; the runner in
+tests/ops_torch_util.h) have in0.npy ... (X, W, b as the op takes them), w.npy and v0.npy ...,
+and index.npy for gather and scatter_add; they get y.npy, y32.npy (the forward on the inputs in
+float32), d0.npy ... (the gradients of sum(y * w)), dd0.npy ... (the gradients of
+sum_k <d_k, v_k>, through create_graph) and, for max, min, argmax and argmin, idx.npy.
 """
 
 import argparse
@@ -134,32 +135,99 @@ def ints(text):
     return v[0] if len(v) == 1 else v
 
 
-def multi_op(op, kw, xs):
+def sizes(text):
+    """"2,-1" -> [2, -1]; "" -> []."""
+    return [int(v) for v in text.split(",") if v]
+
+
+def shape_op(op, kw, d, xs):
+    """The shape ops, or None."""
+    x = xs[0]
+    if op == "stack":
+        return torch.stack(xs, int(kw["dim"]))
+    if op == "chunk":
+        dim = int(kw["dim"])
+        pieces = torch.chunk(x, int(kw["chunks"]), dim)
+        return torch.cat([p * (p * (k + 1)) for k, p in enumerate(pieces)], dim)
+    if op == "squeeze":
+        return torch.squeeze(x, int(kw["dim"])) if "dim" in kw else torch.squeeze(x)
+    if op == "unsqueeze":
+        return torch.unsqueeze(x, int(kw["dim"]))
+    if op == "flatten":
+        return torch.flatten(x, int(kw["start"]), int(kw["end"]))
+    if op == "expand":
+        return x.expand(*sizes(kw["sizes"]))
+    if op == "pad":
+        return F.pad(x, sizes(kw["pads"]), value=float.fromhex(kw["value"]))
+    if op == "index_select":
+        index = torch.from_numpy(np.load(os.path.join(d, "index.npy")))
+        return torch.index_select(x, int(kw["dim"]), index)
+    return None
+
+
+def reduction_op(op, kw, d, xs):
+    """The reductions and index ops: (y, the int64 indices or None)."""
+    x = xs[0]
+    y = shape_op(op, kw, d, xs)
+    if y is not None:
+        return y, None
+    if op in ("argmax", "argmin") and "dim" not in kw:  # over the flattened input
+        y = (x.reshape(-1).max(0) if op == "argmax" else x.reshape(-1).min(0)).values
+        return y, (torch.argmax(x) if op == "argmax" else torch.argmin(x))
+    dim, keep = int(kw.get("dim", "0")), kw.get("keepdim", "0") == "1"
+    if op in ("max", "min"):
+        r = torch.max(x, dim, keep) if op == "max" else torch.min(x, dim, keep)
+        return r.values, r.indices
+    if op in ("argmax", "argmin"):
+        r = torch.max(x, dim, keep) if op == "argmax" else torch.min(x, dim, keep)
+        arg = torch.argmax if op == "argmax" else torch.argmin
+        return r.values, arg(x, dim, keep)
+    if op in ("amax", "amin"):
+        return (torch.amax if op == "amax" else torch.amin)(x, dim, keep), None
+    if op == "logsumexp":
+        return torch.logsumexp(x, dim, keep), None
+    if op == "var":
+        return torch.var(x, dim, correction=int(kw["correction"]), keepdim=keep), None
+    index = torch.from_numpy(np.load(os.path.join(d, "index.npy")))
+    if op == "gather":
+        return torch.gather(x, dim, index), None
+    if op == "scatter_add":
+        return torch.scatter_add(x, dim, index, xs[1]), None
+    return None
+
+
+def multi_op(op, kw, d, xs):
+    """The ops of several inputs: (y, the int64 indices the op also returns, or None)."""
     affine = (xs[1], xs[2]) if len(xs) == 3 else (None, None)  # the norms' weight and bias
     if op == "batch_norm":
         C = xs[0].shape[1]
         rm = torch.linspace(-0.5, 0.5, C, dtype=xs[0].dtype)
         rv = torch.linspace(0.5, 1.5, C, dtype=xs[0].dtype)
         return F.batch_norm(xs[0], rm, rv, *affine, training=kw["training"] == "1",
-                            momentum=float(kw["momentum"]), eps=float(kw["eps"]))
+                            momentum=float(kw["momentum"]), eps=float(kw["eps"])), None
     if op == "group_norm":
-        return F.group_norm(xs[0], int(kw["groups"]), *affine, eps=float(kw["eps"]))
+        return F.group_norm(xs[0], int(kw["groups"]), *affine, eps=float(kw["eps"])), None
     if op in ("conv1d", "conv2d"):
         conv = F.conv1d if op == "conv1d" else F.conv2d
         b = xs[2] if len(xs) > 2 else None
         return conv(xs[0], xs[1], b, stride=ints(kw["stride"]), padding=ints(kw["padding"]),
-                    dilation=ints(kw["dilation"]), groups=int(kw["groups"]))
-    pool = {"max_pool1d": F.max_pool1d, "max_pool2d": F.max_pool2d,
-            "avg_pool1d": F.avg_pool1d, "avg_pool2d": F.avg_pool2d}[op]
-    return pool(xs[0], ints(kw["kernel"]), stride=ints(kw["stride"]),
-                padding=ints(kw["padding"]))
+                    dilation=ints(kw["dilation"]), groups=int(kw["groups"])), None
+    pools = {"max_pool1d": F.max_pool1d, "max_pool2d": F.max_pool2d,
+             "avg_pool1d": F.avg_pool1d, "avg_pool2d": F.avg_pool2d}
+    if op in pools:
+        return pools[op](xs[0], ints(kw["kernel"]), stride=ints(kw["stride"]),
+                         padding=ints(kw["padding"])), None
+    r = reduction_op(op, kw, d, xs)
+    if r is None:
+        raise SystemExit("unknown op " + op)
+    return r
 
 
 def run_multi(op, kw, d):
     n = int(kw["inputs"])
     load = lambda name: torch.from_numpy(np.load(os.path.join(d, name)))
     xs = [load("in%d.npy" % k).requires_grad_() for k in range(n)]
-    y = multi_op(op, kw, xs)
+    y, idx = multi_op(op, kw, d, xs)
     w = load("w.npy")
     grads = torch.autograd.grad((y * w).sum(), xs, create_graph=True)
     s = sum((g * load("v%d.npy" % k)).sum() for k, g in enumerate(grads))
@@ -167,9 +235,11 @@ def run_multi(op, kw, d):
     if s.requires_grad:
         second = torch.autograd.grad(s, xs, allow_unused=True)
     with torch.no_grad():
-        y32 = multi_op(op, kw, [x.detach().float() for x in xs])
+        y32 = multi_op(op, kw, d, [x.detach().float() for x in xs])[0]
     np.save(os.path.join(d, "y.npy"), np.array(y.detach().numpy(), order="C"))
     np.save(os.path.join(d, "y32.npy"), np.array(y32.double().numpy(), order="C"))
+    if idx is not None:
+        np.save(os.path.join(d, "idx.npy"), np.array(idx.numpy(), order="C"))
     for k in range(n):
         np.save(os.path.join(d, "d%d.npy" % k), np.array(grads[k].detach().numpy(), order="C"))
         dd = second[k] if second[k] is not None else torch.zeros_like(xs[k])
