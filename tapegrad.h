@@ -29,6 +29,7 @@
 #include <tapegrad/io/safetensors.h>
 #include <tapegrad/data/batches.h>
 #include <tapegrad/data/idx.h>
+#include <tapegrad/data/image_batches.h>
 #include <tapegrad/data/induction.h>
 #include <tapegrad/data/text.h>
 #include <tapegrad/data/tokenizer.h>
