@@ -4,6 +4,7 @@
 // through set_dropout (one flag, two config fields, Net's own 0.25 and 0.5 kept without it).
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include <tapegrad/nn/image_classifiers.h>
@@ -75,8 +76,19 @@ class MlpModel : public ImageModel {
   Rng no_dropout_{0};  // saved and restored as every model's, drawn from by nothing
 };
 
+// The flags' config has no dropouts (no flag sets them one by one): Net's own fill them in. A
+// checkpoint's config has both.
+std::string with_net_dropouts(const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return json;  // refused by the parser below, naming the config
+  const nn::MnistNetConfig net;
+  if (!j.contains("dropout1")) j["dropout1"] = net.dropout1;
+  if (!j.contains("dropout2")) j["dropout2"] = net.dropout2;
+  return j.dump();
+}
+
 std::unique_ptr<Model> build_cnn(const std::string& json, Rng& init_rng) {
-  const nn::MnistNetConfig config = nn::mnist_net_config_from_json(json);
+  const nn::MnistNetConfig config = nn::mnist_net_config_from_json(with_net_dropouts(json));
   try {
     return std::make_unique<CnnModel>(config, init_rng);
   } catch (const ValueError&) {
