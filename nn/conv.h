@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <tapegrad/nn/layer.h>
 #include <tapegrad/ops/conv.h>
@@ -27,39 +28,51 @@ struct Conv1dOptions {
   bool bias = true;
 };
 
-class Conv2d : public Layer {
+/// What Conv1d and Conv2d share: the channels, the weight and bias with PyTorch's init, and
+/// the check of an input's rank and channels.
+class ConvLayer : public Layer {
  public:
+  /// "Conv2d(1, 32, (3, 3))", for messages.
+  const std::string& name() const { return name_; }
+
+  int64_t in_channels, out_channels;
+  Tensor weight;  // (C_out, C_in / groups, k...)
+  Tensor bias;    // (C_out), undefined without bias
+
+ protected:
   /// Throws ValueError for sizes below 1, groups not dividing both channel counts, or an int64
   /// dtype.
+  ConvLayer(std::string name, int64_t in, int64_t out, const std::vector<int64_t>& kernel,
+            int64_t groups, bool bias, Rng& rng, Dtype dtype);
+  /// Throws ShapeError naming the layer unless x is (N, C_in, ...) of `rank` axes (`layout`).
+  void check_input(const Tensor& x, int rank, const char* layout) const;
+
+ private:
+  std::string name_;
+};
+
+class Conv2d : public ConvLayer {
+ public:
+  /// Throws as ConvLayer's constructor.
   Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Rng& rng,
          const Conv2dOptions& options = {}, Dtype dtype = get_default_dtype());
   /// x (N, C_in, H, W) -> (N, C_out, H_out, W_out). Throws ShapeError naming the layer when x
   /// is not of rank 4 with C_in channels, else as conv2d.
   Tensor forward(const Tensor& x) const override;
-  /// "Conv2d(1, 32, (3, 3))", for messages.
-  std::string name() const;
 
-  int64_t in_channels, out_channels;
   Int2 kernel_size;
   Conv2dOptions options;
-  Tensor weight;  // (C_out, C_in / groups, kH, kW)
-  Tensor bias;    // (C_out), undefined without bias
 };
 
-class Conv1d : public Layer {
+/// Conv2d over one spatial axis: the same arguments, one int each, and the same errors.
+class Conv1d : public ConvLayer {
  public:
-  /// Throws as Conv2d's constructor.
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Rng& rng,
          const Conv1dOptions& options = {}, Dtype dtype = get_default_dtype());
-  /// x (N, C_in, L) -> (N, C_out, L_out). Throws ShapeError naming the layer when x is not of
-  /// rank 3 with C_in channels, else as conv1d.
-  Tensor forward(const Tensor& x) const override;
-  std::string name() const;
+  Tensor forward(const Tensor& x) const override;  // (N, C_in, L) -> (N, C_out, L_out)
 
-  int64_t in_channels, out_channels, kernel_size;
+  int64_t kernel_size;  // k
   Conv1dOptions options;
-  Tensor weight;  // (C_out, C_in / groups, k)
-  Tensor bias;    // (C_out), undefined without bias
 };
 
 }  // namespace tg::nn

@@ -10,28 +10,31 @@
 
 namespace tg::nn {
 
-class MaxPool2d : public Layer {
+/// The window both pools slide: kernel, stride (the kernel's when not given) and padding.
+class Pool2d : public Layer {
  public:
-  explicit MaxPool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0)
+  explicit Pool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0)
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
-  /// Throws as max_pool2d (ShapeError for an input not of rank 4, ValueError for bad sizes).
-  Tensor forward(const Tensor& x) const override {
-    return max_pool2d(x, kernel_size, stride, padding);  // (N, C, H_out, W_out)
-  }
 
   Int2 kernel_size, stride, padding;
 };
 
-class AvgPool2d : public Layer {
+class MaxPool2d : public Pool2d {
  public:
-  explicit AvgPool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0)
-      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
+  using Pool2d::Pool2d;
+  /// Throws as max_pool2d (ShapeError for an input not of rank 4, ValueError for bad sizes).
+  Tensor forward(const Tensor& x) const override {
+    return max_pool2d(x, kernel_size, stride, padding);  // (N, C, H_out, W_out)
+  }
+};
+
+class AvgPool2d : public Pool2d {
+ public:
+  using Pool2d::Pool2d;
   /// Throws as avg_pool2d.
   Tensor forward(const Tensor& x) const override {
     return avg_pool2d(x, kernel_size, stride, padding);  // (N, C, H_out, W_out)
   }
-
-  Int2 kernel_size, stride, padding;
 };
 
 }  // namespace tg::nn

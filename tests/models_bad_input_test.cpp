@@ -31,6 +31,16 @@ struct BadCase {
   std::vector<std::string> fragments;
 };
 
+void expect_all(const std::vector<BadCase>& table) {
+  for (const BadCase& b : table) {
+    SCOPED_TRACE(b.name);
+    if (b.err == Err::Shape)
+      tg::test::expect_throws<tg::ShapeError>(b.call, b.fragments);
+    else
+      tg::test::expect_throws<tg::ValueError>(b.call, b.fragments);
+  }
+}
+
 TEST(Attention, BadInputsThrowNamingModelAndShapes) {
   const Tensor X = tg::zeros({5, 4}), W = tg::zeros({4, 4}), none;
   const auto z = [](int64_t r, int64_t c) { return tg::zeros({r, c}); };
@@ -81,23 +91,7 @@ TEST(Attention, BadInputsThrowNamingModelAndShapes) {
       {"rope op: rank 1", [] { tg::rope(tg::zeros({4})); }, S, {"rope", "(4,)"}},
       {"rope op: base 0", [] { tg::rope(tg::zeros({3, 4}), 0.0); }, V, {"rope", "base"}},
   };
-  for (const BadCase& b : table) {
-    SCOPED_TRACE(b.name);
-    if (b.err == Err::Shape)
-      tg::test::expect_throws<tg::ShapeError>(b.call, b.fragments);
-    else
-      tg::test::expect_throws<tg::ValueError>(b.call, b.fragments);
-  }
-}
-
-void expect_all(const std::vector<BadCase>& table) {
-  for (const BadCase& b : table) {
-    SCOPED_TRACE(b.name);
-    if (b.err == Err::Shape)
-      tg::test::expect_throws<tg::ShapeError>(b.call, b.fragments);
-    else
-      tg::test::expect_throws<tg::ValueError>(b.call, b.fragments);
-  }
+  expect_all(table);
 }
 
 TEST(ImageLayers, BadInputsThrowNamingLayerAndShapes) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "csv_util.h"
 #include <tapegrad/data/tokenizer.h>
 #include <tapegrad/io/npy.h>
 #include <tapegrad/io/safetensors.h>
@@ -47,21 +48,8 @@ const std::string kExe = TAPEGRAD_EXE;
 
 Outcome run(const std::vector<std::string>& args) { return test::run(kExe, args); }
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::string c;
-  std::istringstream in(line);
-  while (std::getline(in, c, ',')) out.push_back(c);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
+using test::cells;
+using test::lines;
 
 // The metrics rows without the timing columns (tokens_per_s, elapsed_s), which differ by run.
 std::string metrics_without_timing(const std::string& dir) {

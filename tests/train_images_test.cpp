@@ -21,6 +21,7 @@
 #include <tapegrad/data/uniform.h>
 #include <tapegrad/io/safetensors.h>
 #include <tapegrad/nn/image_classifiers.h>
+#include "csv_util.h"
 #include "test_util.h"
 #include "tools/train_cmd.h"
 
@@ -30,20 +31,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::istringstream in(line);
-  for (std::string c; std::getline(in, c, ',');) out.push_back(c);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
+using test::cells;
+using test::lines;
 
 // An uncompressed IDX file of unsigned bytes.
 void write_idx(const fs::path& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& v) {

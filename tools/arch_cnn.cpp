@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
 #include <tapegrad/nn/image_classifiers.h>
 #include <tapegrad/ops/cross_entropy.h>
@@ -27,53 +28,44 @@ constexpr ModelFlag kMlpFlags[] = {
     {"dtype", "dtype", &TrainArgs::dtype},
 };
 
-// What the two classifiers share: labels (N) against logits (N, 10).
+// The two nets' own words: their config's JSON, the title of loss.svg.
+std::string config_text(const nn::MnistNetConfig& c) { return nn::mnist_net_config_to_json(c); }
+std::string config_text(const nn::MlpConfig& c) { return nn::mlp_config_to_json(c); }
+std::string title(const nn::MnistNet&) { return "MNIST Net"; }
+std::string title(const nn::Mlp& mlp) { return "MLP, hidden " + std::to_string(mlp.config().hidden); }
+
+// A classifier (MnistNet or Mlp) as a Model: logits (N, 10), labels (N).
+template <class Net>
 class ImageModel : public Model {
  public:
+  template <class Config>
+  ImageModel(const Arch& arch, const Config& config, Rng& init_rng)
+      : arch_(arch), net_(std::make_unique<Net>(config, init_rng)) {}
+
+  Tensor forward(const Tensor& x) const override { return net_->forward(x); }
   Tensor loss(const Tensor& logits, const Tensor& labels) const override {
     return cross_entropy(logits, labels, -1);
   }
-};
-
-class CnnModel : public ImageModel {
- public:
-  CnnModel(const nn::MnistNetConfig& config, Rng& init_rng)
-      : net_(std::make_unique<nn::MnistNet>(config, init_rng)) {}
-
-  const Arch& arch() const override { return kCnnArch; }
+  const Arch& arch() const override { return arch_; }
   nn::Module& module() const override { return *net_; }
   Dtype dtype() const override { return net_->config().dtype; }
-  std::string config_json() const override { return nn::mnist_net_config_to_json(net_->config()); }
-  std::string summary() const override { return "MNIST Net"; }
-  Tensor forward(const Tensor& x) const override { return net_->forward(x); }
-  Rng& dropout_rng() override { return net_->dropout_rng(); }
-  void set_dropout(double p) override { net_->set_dropout(p); }
-
- private:
-  std::unique_ptr<nn::MnistNet> net_;
-};
-
-class MlpModel : public ImageModel {
- public:
-  MlpModel(const nn::MlpConfig& config, Rng& init_rng)
-      : mlp_(std::make_unique<nn::Mlp>(config, init_rng)) {}
-
-  const Arch& arch() const override { return kMlpArch; }
-  nn::Module& module() const override { return *mlp_; }
-  Dtype dtype() const override { return mlp_->config().dtype; }
-  std::string config_json() const override { return nn::mlp_config_to_json(mlp_->config()); }
-  std::string summary() const override {
-    return "MLP, hidden " + std::to_string(mlp_->config().hidden);
+  std::string config_json() const override { return config_text(net_->config()); }
+  std::string summary() const override { return title(*net_); }
+  Rng& dropout_rng() override {
+    if constexpr (std::is_same_v<Net, nn::MnistNet>) return net_->dropout_rng();
+    return no_dropout_;  // saved and restored as every model's, drawn from by nothing
   }
-  Tensor forward(const Tensor& x) const override { return mlp_->forward(x); }
-  Rng& dropout_rng() override { return no_dropout_; }
   void set_dropout(double p) override {
-    if (p != 0) throw ValueError("--arch mlp has no dropout; --dropout must be 0");
+    if constexpr (std::is_same_v<Net, nn::MnistNet>)
+      net_->set_dropout(p);
+    else if (p != 0)
+      throw ValueError(std::string("--arch ") + arch_.name + " has no dropout; --dropout must be 0");
   }
 
  private:
-  std::unique_ptr<nn::Mlp> mlp_;
-  Rng no_dropout_{0};  // saved and restored as every model's, drawn from by nothing
+  const Arch& arch_;
+  std::unique_ptr<Net> net_;
+  Rng no_dropout_{0};
 };
 
 // The flags' config has no dropouts (no flag sets them one by one): Net's own fill them in. A
@@ -90,7 +82,7 @@ std::string with_net_dropouts(const std::string& json) {
 std::unique_ptr<Model> build_cnn(const std::string& json, Rng& init_rng) {
   const nn::MnistNetConfig config = nn::mnist_net_config_from_json(with_net_dropouts(json));
   try {
-    return std::make_unique<CnnModel>(config, init_rng);
+    return std::make_unique<ImageModel<nn::MnistNet>>(kCnnArch, config, init_rng);
   } catch (const ValueError&) {
     throw ValueError(json + " is not a valid MNIST Net config");
   }
@@ -99,7 +91,7 @@ std::unique_ptr<Model> build_cnn(const std::string& json, Rng& init_rng) {
 std::unique_ptr<Model> build_mlp(const std::string& json, Rng& init_rng) {
   const nn::MlpConfig config = nn::mlp_config_from_json(json);
   try {
-    return std::make_unique<MlpModel>(config, init_rng);
+    return std::make_unique<ImageModel<nn::Mlp>>(kMlpArch, config, init_rng);
   } catch (const ValueError&) {
     throw ValueError(json + " is not a valid MLP config");
   }

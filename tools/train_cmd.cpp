@@ -5,6 +5,8 @@
 //     lr = get_lr(s); loss = cross_entropy(model(x), y); backward;
 //     grad_norm = clip_grad_norm (the norm before clipping, recorded even with clipping off);
 //     optimizer step; zero_grad; a metrics row
+//     images (--images, by epochs): after an epoch's last update, the test set on that row;
+//     then checkpoint
 //   checkpoint at the end, or after the update during which Ctrl-C came (exit 130)
 //
 // The run is set up, and saved, by tools/train_run.h; the model is any architecture's (through
