@@ -61,6 +61,7 @@ def images(d):
 
 
 def replay(args):
+    torch.set_num_threads(1)  # as tapegrad --threads 1; a shared machine's cores stay free
     x, y, _, _ = images(args.images)
     model = Net().double()
     model.load_state_dict(read_safetensors(args.init), strict=True)
