@@ -3,6 +3,7 @@ list(APPEND TAPEGRAD_SOURCES
   data/batch.cpp
   data/batches.cpp
   data/idx.cpp
+  data/image_batches.cpp
   data/induction.cpp
   data/text.cpp
   data/tokenizer.cpp

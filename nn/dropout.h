@@ -4,12 +4,12 @@
 
 #include <string>
 
-#include <tapegrad/nn/module.h>
+#include <tapegrad/nn/layer.h>
 #include <tapegrad/ops/dropout.h>
 
 namespace tg::nn {
 
-class Dropout : public Module {
+class Dropout : public Layer {
  public:
   /// Throws ValueError for p outside [0, 1).
   Dropout(double p_, Rng& rng) : p(p_), rng_(rng) {
@@ -17,10 +17,9 @@ class Dropout : public Module {
       throw ValueError("Dropout: p = " + std::to_string(p) + " is outside [0, 1)");
   }
   /// x itself in eval mode or with p = 0; else x with elements zeroed and the rest scaled.
-  Tensor forward(const Tensor& x) const {
+  Tensor forward(const Tensor& x) const override {
     return p > 0.0 && is_training() ? dropout(x, p, true, rng_) : x;
   }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
 
   double p;
 

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <optional>
 
-#include <tapegrad/nn/module.h>
+#include <tapegrad/nn/layer.h>
 
 namespace tg::nn {
 
-class Linear : public Module {
+class Linear : public Layer {
  public:
   /// Without init_std, torch.nn.Linear's init: W by kaiming_uniform_ with a = sqrt(5), that is
   /// U(-1/sqrt(in), 1/sqrt(in)), then b from U(-1/sqrt(in), 1/sqrt(in)) (b zero when in = 0).
@@ -19,8 +19,7 @@ class Linear : public Module {
 
   /// x (..., in) -> (..., out). Throws ShapeError when x's last axis is not in_features,
   /// ValueError when dtypes differ.
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
 
   int64_t in_features, out_features;
   Tensor weight;  // (out, in)

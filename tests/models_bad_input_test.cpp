@@ -1,5 +1,6 @@
 // The attention models, their layer class and the RoPE op on bad inputs: a table of 22 rows,
-// each the error type and the fragments its message must hold (the model and the shapes).
+// each the error type and the fragments its message must hold (the model and the shapes). The
+// image layers and classifiers likewise: a table of 12 rows.
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,10 @@
 #include <vector>
 
 #include <tapegrad/nn/attention.h>
+#include <tapegrad/nn/conv.h>
+#include <tapegrad/nn/flatten.h>
+#include <tapegrad/nn/image_classifiers.h>
+#include <tapegrad/nn/pool.h>
 #include <tapegrad/ops/ops.h>
 #include "test_util.h"
 
@@ -25,6 +30,16 @@ struct BadCase {
   Err err;
   std::vector<std::string> fragments;
 };
+
+void expect_all(const std::vector<BadCase>& table) {
+  for (const BadCase& b : table) {
+    SCOPED_TRACE(b.name);
+    if (b.err == Err::Shape)
+      tg::test::expect_throws<tg::ShapeError>(b.call, b.fragments);
+    else
+      tg::test::expect_throws<tg::ValueError>(b.call, b.fragments);
+  }
+}
 
 TEST(Attention, BadInputsThrowNamingModelAndShapes) {
   const Tensor X = tg::zeros({5, 4}), W = tg::zeros({4, 4}), none;
@@ -76,13 +91,40 @@ TEST(Attention, BadInputsThrowNamingModelAndShapes) {
       {"rope op: rank 1", [] { tg::rope(tg::zeros({4})); }, S, {"rope", "(4,)"}},
       {"rope op: base 0", [] { tg::rope(tg::zeros({3, 4}), 0.0); }, V, {"rope", "base"}},
   };
-  for (const BadCase& b : table) {
-    SCOPED_TRACE(b.name);
-    if (b.err == Err::Shape)
-      tg::test::expect_throws<tg::ShapeError>(b.call, b.fragments);
-    else
-      tg::test::expect_throws<tg::ValueError>(b.call, b.fragments);
-  }
+  expect_all(table);
+}
+
+TEST(ImageLayers, BadInputsThrowNamingLayerAndShapes) {
+  using namespace tg::nn;
+  tg::Rng rng(3);
+  const Conv2d conv(3, 4, 3, rng);
+  const Conv1d conv1(2, 4, 3, rng);
+  const MnistNet net({.dtype = tg::Dtype::f64}, rng);
+  const Mlp mlp({.hidden = 8, .dtype = tg::Dtype::f64}, rng);
+  const auto S = Err::Shape, V = Err::Value;
+  expect_all({
+      {"Conv2d: 3 channels wanted", [&] { conv(tg::zeros({1, 2, 5, 5})); }, S,
+       {"Conv2d(3, 4, (3, 3))", "(1, 2, 5, 5)", "C_in = 3"}},
+      {"Conv2d: rank 3", [&] { conv(tg::zeros({3, 5, 5})); }, S, {"Conv2d", "(3, 5, 5)"}},
+      {"Conv2d: input smaller than the kernel", [&] { conv(tg::zeros({1, 3, 2, 5})); }, S,
+       {"conv2d", "(1, 3, 2, 5)"}},
+      {"Conv1d: rank 4", [&] { conv1(tg::zeros({1, 2, 5, 5})); }, S,
+       {"Conv1d(2, 4, 3)", "(1, 2, 5, 5)", "(N, C_in, L)"}},
+      {"Conv2d: groups not dividing", [&] { Conv2d(3, 4, 3, rng, {.groups = 2}); }, V,
+       {"Conv2d(3, 4, (3, 3))", "groups = 2"}},
+      {"Conv1d: zero channels", [&] { Conv1d(0, 4, 3, rng); }, V, {"Conv1d(0, 4, 3)", "at least 1"}},
+      {"MaxPool2d: rank 2", [] { MaxPool2d(2)(tg::zeros({4, 4})); }, S, {"max_pool2d", "(4, 4)"}},
+      {"AvgPool2d: padding over half", [] { AvgPool2d(2, 2, 2)(tg::zeros({1, 1, 4, 4})); }, V,
+       {"avg_pool2d", "padding"}},
+      {"Flatten: start after end", [] { Flatten(2, 1)(tg::zeros({2, 3, 4})); }, S,
+       {"Flatten(2, 1)", "(2, 3, 4)"}},
+      {"Flatten: end past the rank", [] { Flatten(1, 5)(tg::zeros({2, 3})); }, S,
+       {"Flatten(1, 5)", "(2, 3)"}},
+      {"MnistNet: 32 x 32 images", [&] { net(tg::zeros({1, 1, 32, 32})); }, S,
+       {"MnistNet", "(1, 64, 14, 14)", "9216"}},
+      {"Mlp: 3 channels", [&] { mlp(tg::zeros({2, 3, 28, 28})); }, S,
+       {"Mlp", "(2, 3, 28, 28)", "784"}},
+  });
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ TEST(ArchTable, GptIsTheDefaultAndUnknownNamesListTheKnownOnes) {
   ASSERT_NE(find_arch("gpt"), nullptr);
   EXPECT_EQ(&default_arch(), find_arch("gpt"));
   EXPECT_EQ(find_arch("llama"), nullptr);
-  EXPECT_EQ(arch_names(), "gpt");
+  EXPECT_EQ(arch_names(), "gpt, cnn or mlp");
+  EXPECT_EQ(&default_image_arch(), find_arch("cnn"));
   TrainArgs args;
   EXPECT_EQ(&arch_of(args), &default_arch());  // an empty --arch
   args.arch = "gpt";
@@ -39,7 +40,7 @@ TEST(ArchTable, GptIsTheDefaultAndUnknownNamesListTheKnownOnes) {
     arch_of(args);
     ADD_FAILURE() << "an unknown --arch was accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "--arch must be gpt, got 'llama'");
+    EXPECT_EQ(std::string(e.what()), "--arch must be gpt, cnn or mlp, got 'llama'");
   }
 }
 

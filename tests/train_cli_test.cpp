@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "csv_util.h"
 #include <tapegrad/data/tokenizer.h>
 #include <tapegrad/io/npy.h>
 #include <tapegrad/io/safetensors.h>
@@ -47,21 +48,8 @@ const std::string kExe = TAPEGRAD_EXE;
 
 Outcome run(const std::vector<std::string>& args) { return test::run(kExe, args); }
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::string c;
-  std::istringstream in(line);
-  while (std::getline(in, c, ',')) out.push_back(c);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
+using test::cells;
+using test::lines;
 
 // The metrics rows without the timing columns (tokens_per_s, elapsed_s), which differ by run.
 std::string metrics_without_timing(const std::string& dir) {
@@ -353,10 +341,18 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
       {"init and resume", tiny(T, dir / "out", {"--init", dir / "good/model.safetensors",
                                                 "--resume", dir / "good"}), 2, "--resume"},
       {"heads not dividing embd", tiny(T, dir / "out", {"--heads", "3"}), 2, "--heads 3"},
-      {"unknown arch", tiny(T, dir / "out", {"--arch", "llama"}), 2, "--arch must be gpt, got 'llama'"},
+      {"unknown arch", tiny(T, dir / "out", {"--arch", "llama"}), 2, "--arch must be gpt, cnn or mlp, got 'llama'"},
       {"resume an unknown arch", tiny(T, dir / "out", {"--resume", dir / "foreign"}), 1,
-       "tapegrad.arch 'llama' is not an architecture this program knows (gpt)"},
+       "tapegrad.arch 'llama' is not an architecture this program knows (gpt, cnn or mlp)"},
       {"sample an unknown arch", {"sample", "--ckpt", dir / "foreign"}, 1, "tapegrad.arch 'llama'"},
+      {"images with --arch gpt", task({"--images", dir / "empty", "--arch", "gpt"}), 2,
+       "--images needs an image architecture"},
+      {"images with --steps", task({"--images", dir / "empty", "--steps", "5"}), 2,
+       "--epochs, not --steps"},
+      {"epochs without images", tiny(T, dir / "out", {"--epochs", "2"}), 2, "--epochs goes with --images"},
+      {"--arch cnn on text", tiny(T, dir / "out", {"--arch", "cnn"}), 2, "--arch cnn trains on --images"},
+      {"images folder without IDX files", task({"--images", dir / "empty"}), 1,
+       "train-images-idx3-ubyte"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

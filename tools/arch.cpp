@@ -13,13 +13,15 @@ namespace tg {
 
 // The adapters, one file each (tools/arch_NAME.cpp).
 extern const Arch kGptArch;
+extern const Arch kCnnArch;
+extern const Arch kMlpArch;
 
 namespace {
 
 using Json = nlohmann::json;
 
 // Every architecture the program knows, the default first.
-const Arch* const kArchs[] = {&kGptArch};
+const Arch* const kArchs[] = {&kGptArch, &kCnnArch, &kMlpArch};
 
 }  // namespace
 
@@ -30,6 +32,12 @@ const Arch* find_arch(const std::string& name) {
 }
 
 const Arch& default_arch() { return *kArchs[0]; }
+
+const Arch& default_image_arch() {
+  for (const Arch* a : kArchs)
+    if (a->images) return *a;
+  return default_arch();
+}
 
 std::string arch_names() {
   std::vector<const char*> names;

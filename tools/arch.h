@@ -68,6 +68,11 @@ class Model {
   virtual bool tied(const std::string&) const { return false; }
   /// A decoder over this model, for models that continue token sequences; else null.
   virtual std::unique_ptr<Decoder> decoder() const { return nullptr; }
+  /// --dropout for an architecture whose flag table has no "dropout" (one flag setting several
+  /// dropouts, the model's own defaults kept when it is not given): sets every dropout to p.
+  /// The others take --dropout through their config; for them this is never called. Throws
+  /// ValueError for p outside [0, 1).
+  virtual void set_dropout(double) {}
 
   /// loss(forward(batch.x), batch.y).
   Tensor batch_loss(const data::Batch& batch) const { return loss(forward(batch.x), batch.y); }
@@ -92,6 +97,7 @@ struct Arch {
   /// A model from the JSON text of tapegrad.config, its weights drawn from init_rng. Throws
   /// ValueError (a missing or mistyped field, a config the model refuses).
   std::unique_ptr<Model> (*build)(const std::string& config_json, Rng& init_rng);
+  bool images = false;  // trains on --images (by epochs), not on token sequences
 };
 
 /// The architecture named `name`, or null. Never throws.
@@ -99,6 +105,9 @@ const Arch* find_arch(const std::string& name);
 /// The architecture of an empty --arch and of a checkpoint that records none (every one
 /// written before --arch had other values): the table's first. Never throws.
 const Arch& default_arch();
+/// The architecture of an empty --arch with --images: the table's first that takes images.
+/// Never throws.
+const Arch& default_image_arch();
 /// The names of the table, for messages: "gpt", "gpt or llama". Never throws.
 std::string arch_names();
 /// The architecture args.arch names (the default when empty). Throws UsageError for a name

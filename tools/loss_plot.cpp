@@ -14,9 +14,10 @@ namespace tg {
 namespace {
 
 constexpr double kWidth = 760, kHeight = 460;
-constexpr double kLeft = 78, kRight = 24, kTop = 48, kBottom = 62;  // margins around the plot
+constexpr double kLeft = 78, kRight = 56, kTop = 48, kBottom = 62;  // margins around the plot
 constexpr const char* kTrainColor = "#1f77b4";
 constexpr const char* kValColor = "#d62728";
+constexpr const char* kAccuracyColor = "#2ca02c";
 
 std::string num(double v, int precision = 6) {
   char buf[40];
@@ -70,13 +71,43 @@ std::string polyline(const std::vector<std::pair<double, double>>& pts, const Ax
   return s + "\"/>\n";
 }
 
+// The test accuracy on an axis of its own, 0 to 1 on the right edge, a marker per evaluation.
+std::string accuracy_curve(const std::vector<std::pair<double, double>>& pts, const Axes& a) {
+  const Axes right{a.x0, a.x1, 0, 1};
+  const double R = kWidth - kRight;
+  std::string s;
+  for (int i = 0; i <= 5; ++i) {
+    const std::string py = num(right.py(i / 5.0), 7);
+    s += "<line x1=\"" + num(R) + "\" y1=\"" + py + "\" x2=\"" + num(R + 5) + "\" y2=\"" + py +
+         "\" stroke=\"" + kAccuracyColor + "\"/>\n";
+    s += "<text x=\"" + num(R + 8) + "\" y=\"" + py + "\" dominant-baseline=\"middle\" fill=\"" +
+         kAccuracyColor + "\">" + num(i / 5.0) + "</text>\n";
+  }
+  s += "<text transform=\"translate(" + num(kWidth - 8) + "," + num((kTop + kHeight - kBottom) / 2) +
+       ") rotate(90)\" text-anchor=\"middle\" font-size=\"13\" fill=\"" + kAccuracyColor +
+       "\">test accuracy</text>\n";
+  if (pts.size() > 1) s += polyline(pts, right, kAccuracyColor, 2);
+  for (const auto& [x, y] : pts)
+    s += "<circle cx=\"" + num(right.px(x), 7) + "\" cy=\"" + num(right.py(y), 7) +
+         "\" r=\"3\" fill=\"" + kAccuracyColor + "\"/>\n";
+  return s;
+}
+
 }  // namespace
 
 std::string loss_svg(const std::vector<MetricsRow>& rows, const std::string& title) {
-  std::vector<std::pair<double, double>> train, val;
+  // A run by epochs has no validation loss; its test loss takes that curve's place.
+  std::vector<std::pair<double, double>> train, val, accuracy;
+  bool test = false;
   for (const MetricsRow& r : rows) {
-    if (std::isfinite(r.loss)) train.emplace_back(static_cast<double>(r.step), r.loss);
-    if (std::isfinite(r.val_loss)) val.emplace_back(static_cast<double>(r.step), r.val_loss);
+    const auto x = static_cast<double>(r.step);
+    if (std::isfinite(r.loss)) train.emplace_back(x, r.loss);
+    if (std::isfinite(r.val_loss)) val.emplace_back(x, r.val_loss);
+    if (std::isfinite(r.test_loss)) {
+      val.emplace_back(x, r.test_loss);
+      test = true;
+    }
+    if (std::isfinite(r.test_accuracy)) accuracy.emplace_back(x, r.test_accuracy);
   }
   double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
   if (!train.empty() || !val.empty()) {
@@ -135,10 +166,12 @@ std::string loss_svg(const std::vector<MetricsRow>& rows, const std::string& tit
       s += "<circle cx=\"" + num(a.px(x), 7) + "\" cy=\"" + num(a.py(y), 7) + "\" r=\"3\" fill=\"" +
            (pts == &train ? kTrainColor : kValColor) + "\"/>\n";
   }
+  if (!accuracy.empty()) s += accuracy_curve(accuracy, a);
   // Legend, top right inside the plot.
   const double lx = R - 150, ly = T + 12;
+  const int entries = 1 + !val.empty() + !accuracy.empty();
   s += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"138\" height=\"" +
-       num(val.empty() ? 26 : 46) + "\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#999\"/>\n";
+       num(6 + 20 * entries) + "\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#999\"/>\n";
   auto entry = [&](double y, const char* color, const char* label) {
     s += "<line x1=\"" + num(lx + 10) + "\" y1=\"" + num(y) + "\" x2=\"" + num(lx + 36) +
          "\" y2=\"" + num(y) + "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
@@ -146,7 +179,8 @@ std::string loss_svg(const std::vector<MetricsRow>& rows, const std::string& tit
          label + "</text>\n";
   };
   entry(ly + 13, kTrainColor, "training loss");
-  if (!val.empty()) entry(ly + 33, kValColor, "validation loss");
+  if (!val.empty()) entry(ly + 33, kValColor, test ? "test loss" : "validation loss");
+  if (!accuracy.empty()) entry(ly + 53, kAccuracyColor, "test accuracy");
   return s + "</svg>\n";
 }
 

@@ -12,9 +12,14 @@ namespace tg {
 
 MetricsRow::MetricsRow()
     : val_loss(std::numeric_limits<double>::quiet_NaN()),
-      accuracy(std::numeric_limits<double>::quiet_NaN()) {}
+      accuracy(std::numeric_limits<double>::quiet_NaN()),
+      epoch(std::numeric_limits<double>::quiet_NaN()),
+      test_loss(std::numeric_limits<double>::quiet_NaN()),
+      test_accuracy(std::numeric_limits<double>::quiet_NaN()) {}
 
 const char* const kMetricsHeader = "step,lr,loss,grad_norm,val_loss,accuracy,tokens_per_s,elapsed_s";
+const char* const kEpochMetricsHeader =
+    "step,lr,loss,grad_norm,val_loss,accuracy,tokens_per_s,elapsed_s,epoch,test_loss,test_accuracy";
 
 namespace {
 
@@ -40,34 +45,38 @@ double parse_cell(const std::string& s, bool empty_ok, const std::string& where)
 
 }  // namespace
 
-std::string metrics_csv(const std::vector<MetricsRow>& rows) {
-  std::string out = std::string(kMetricsHeader) + "\n";
+std::string metrics_csv(const std::vector<MetricsRow>& rows, bool epochs) {
+  std::string out = std::string(epochs ? kEpochMetricsHeader : kMetricsHeader) + "\n";
   for (const MetricsRow& r : rows) {
     out += std::to_string(r.step) + "," + cell(r.lr) + "," + cell(r.loss) + "," +
            cell(r.grad_norm) + "," + cell(r.val_loss) + "," + cell(r.accuracy) + "," +
-           cell(r.tokens_per_s) + "," + cell(r.elapsed_s) + "\n";
+           cell(r.tokens_per_s) + "," + cell(r.elapsed_s);
+    if (epochs) out += "," + cell(r.epoch) + "," + cell(r.test_loss) + "," + cell(r.test_accuracy);
+    out += "\n";
   }
   return out;
 }
 
 Tensor metrics_tensor(const std::vector<MetricsRow>& rows) {
-  constexpr int64_t kColumns = 8;
+  constexpr int64_t kColumns = 11;
   std::vector<double> v;
   v.reserve(rows.size() * kColumns);
   for (const MetricsRow& r : rows)
     v.insert(v.end(), {static_cast<double>(r.step), r.lr, r.loss, r.grad_norm, r.val_loss,
-                       r.accuracy, r.tokens_per_s, r.elapsed_s});
+                       r.accuracy, r.tokens_per_s, r.elapsed_s, r.epoch, r.test_loss,
+                       r.test_accuracy});
   return from_vector(v, {static_cast<int64_t>(rows.size()), kColumns}, Dtype::f64);
 }
 
 std::vector<MetricsRow> metrics_rows(const Tensor& table, const std::string& file) {
-  if (table.dtype() != Dtype::f64 || table.rank() != 2 || table.size(1) != 8)
-    throw IoError(file + ": tensor 'metrics' must be float64 of shape (rows, 8), got " +
+  if (table.dtype() != Dtype::f64 || table.rank() != 2 || (table.size(1) != 8 && table.size(1) != 11))
+    throw IoError(file + ": tensor 'metrics' must be float64 of shape (rows, 11) or (rows, 8), got " +
                   dtype_name(table.dtype()) + " " + table.shape().str());
   const std::vector<double> v = table.to_vector();
+  const auto columns = static_cast<std::size_t>(table.size(1));
   std::vector<MetricsRow> rows(static_cast<std::size_t>(table.size(0)));
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const double* c = &v[i * 8];
+    const double* c = &v[i * columns];
     const std::string where = file + " metrics row " + std::to_string(i);
     if (c[0] != static_cast<double>(i))
       throw IoError(where + ": step " + cell(c[0]) + ", expected " + std::to_string(i));
@@ -82,6 +91,11 @@ std::vector<MetricsRow> metrics_rows(const Tensor& table, const std::string& fil
     r.accuracy = c[5];
     r.tokens_per_s = c[6];
     r.elapsed_s = c[7];
+    if (columns == 11) {
+      r.epoch = c[8];
+      r.test_loss = c[9];
+      r.test_accuracy = c[10];
+    }
   }
   return rows;
 }

@@ -24,14 +24,26 @@ std::string num(double v) {
 }
 
 // The run flags a checkpoint records, by flag name (without dashes).
-using FlagRef = std::variant<int64_t*, uint64_t*, double*, std::string*>;
+using FlagRef = std::variant<int64_t*, uint64_t*, double*, std::string*, bool*>;
 std::vector<std::pair<const char*, FlagRef>> run_flags(TrainArgs& a) {
   return {{"batch", &a.batch},       {"steps", &a.steps},         {"optimizer", &a.optimizer},
           {"lr", &a.lr},             {"lr-min", &a.lr_min},       {"warmup", &a.warmup},
           {"beta1", &a.beta1},       {"beta2", &a.beta2},         {"eps", &a.eps},
           {"weight-decay", &a.weight_decay}, {"momentum", &a.momentum},
           {"grad-clip", &a.grad_clip}, {"eval-every", &a.eval_every},
-          {"eval-batches", &a.eval_batches}, {"seed", &a.seed}};
+          {"eval-batches", &a.eval_batches}, {"seed", &a.seed},
+          {"epochs", &a.epochs},     {"no-shuffle", &a.no_shuffle}, {"train-limit", &a.train_limit}};
+}
+
+// The run flags added with image data: a checkpoint written before them has none (and is not an
+// image run), so their absence keeps the defaults.
+bool added_later(const std::string& flag) {
+  return flag == "epochs" || flag == "no-shuffle" || flag == "train-limit";
+}
+
+const char* data_kind(const TrainArgs& a) {
+  return !a.text.empty() ? "text" : !a.task.empty() ? "induction" : !a.images.empty() ? "images"
+                                                                                       : "batches";
 }
 
 void need(bool ok, const std::string& what) {
@@ -52,12 +64,14 @@ void check_values(const TrainArgs& a) {
   const std::pair<const char*, int64_t> sizes[] = {{"--layers", a.layers}, {"--heads", a.heads},
                                                    {"--embd", a.embd},     {"--block", a.block},
                                                    {"--batch", a.batch},   {"--steps", a.steps},
-                                                   {"--eval-batches", a.eval_batches}};
+                                                   {"--eval-batches", a.eval_batches},
+                                                   {"--hidden", a.hidden}};
   for (const auto& [flag, v] : sizes)
     need(v >= 1, std::string(flag) + " must be at least 1, got " + std::to_string(v));
   need(a.embd % a.heads == 0, "--heads " + std::to_string(a.heads) + " must divide --embd " +
                                   std::to_string(a.embd));
   need(a.warmup >= 0, "--warmup must be >= 0, got " + std::to_string(a.warmup));
+  need(a.epochs >= 0 && a.train_limit >= 0, "--epochs and --train-limit must be at least 1");
   need(a.eval_every >= 0, "--eval-every must be >= 0 (0 = off), got " + std::to_string(a.eval_every));
   need(a.threads >= 0, "--threads must be >= 1, got " + std::to_string(a.threads));
   need(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " + num(a.dropout));
@@ -95,7 +109,7 @@ void adopt_model_flags(TrainArgs& a, const Model& model) {
 // The data source must be the run's.
 void check_same_data(const TrainArgs& a, const std::map<std::string, std::string>& metadata) {
   const auto kind = metadata.find("tapegrad.data");
-  const std::string mine = !a.text.empty() ? "text" : !a.task.empty() ? "induction" : "batches";
+  const std::string mine = data_kind(a);
   if (kind != metadata.end())
     need(kind->second == mine, "the run in " + a.resume + " trained on " + kind->second +
                                    " data, this command gives " + mine);
@@ -110,6 +124,7 @@ void adopt_run_flags(TrainArgs& a, const std::map<std::string, std::string>& met
   if (!j.is_object()) throw IoError(file + ": tapegrad.args is not a JSON object");
   for (auto& [flag, ref] : run_flags(a)) {
     const auto it = j.find(flag);
+    if (it == j.end() && added_later(flag)) continue;
     const bool ok = it != j.end() && std::visit(
         [&](auto* p) { return json_holds<std::remove_pointer_t<decltype(p)>>(*it); }, ref);
     if (!ok) throw IoError(file + ": tapegrad.args has no valid '" + flag + "'");
@@ -126,12 +141,44 @@ void adopt_run_flags(TrainArgs& a, const std::map<std::string, std::string>& met
   }
 }
 
+// --images and the flags of a run by epochs go together, with an architecture that takes images.
+void check_image_flags(const TrainArgs& a) {
+  const bool images = !a.images.empty();
+  const Arch& arch = arch_of(a);
+  if (images)
+    need(arch.images, std::string("--arch ") + arch.name + " trains on token sequences (--text, "
+                      "--task, --batches); --images needs an image architecture (cnn or mlp)");
+  else
+    need(!arch.images, std::string("--arch ") + arch.name + " trains on --images DIR");
+  for (const char* flag : {"epochs", "no-shuffle", "train-limit"})
+    need(images || !a.given.count(flag), std::string("--") + flag + " goes with --images");
+  need(!images || !a.given.count("steps"),
+       "--images counts --epochs, not --steps (one update per --batch images)");
+}
+
 }  // namespace
 
+void apply_data_defaults(TrainArgs& a) {
+  if (a.images.empty()) return;
+  const auto fill = [&](const char* flag, auto& member, auto value) {
+    if (!a.given.count(flag)) member = value;
+  };
+  // torch.optim.AdamW's defaults and pytorch/examples' batch, constant rate, no clipping.
+  if (a.arch.empty()) a.arch = default_image_arch().name;
+  fill("batch", a.batch, int64_t{64});
+  fill("epochs", a.epochs, int64_t{1});
+  fill("beta2", a.beta2, 0.999);
+  fill("weight-decay", a.weight_decay, 0.01);
+  fill("warmup", a.warmup, int64_t{0});
+  fill("lr-min", a.lr_min, a.lr);
+  fill("grad-clip", a.grad_clip, 0.0);
+  fill("eval-every", a.eval_every, int64_t{0});  // an evaluation after every epoch instead
+}
+
 void check_train_flags(const TrainArgs& a) {
-  const int sources = !a.text.empty() + !a.task.empty() + !a.batches.empty();
-  need(sources == 1, "give exactly one data source: --text FILE, --task induction or --batches "
-                     "FILE.npy (got " + std::to_string(sources) + ")");
+  const int sources = !a.text.empty() + !a.task.empty() + !a.batches.empty() + !a.images.empty();
+  need(sources == 1, "give exactly one data source: --text FILE, --task induction, --batches "
+                     "FILE.npy or --images DIR (got " + std::to_string(sources) + ")");
   need(a.task.empty() || a.task == "induction",
        "--task must be induction, got '" + a.task + "'");
   need(!a.out.empty(), "--out DIR is required");
@@ -140,12 +187,13 @@ void check_train_flags(const TrainArgs& a) {
   if (!a.text.empty())
     need(!a.given.count("vocab"),
          "--vocab goes with --task or --batches; a --text model's vocabulary is the text's characters");
-  else if (a.resume.empty())
+  else if (a.resume.empty() && a.images.empty())
     need(a.vocab >= 1, std::string(a.task.empty() ? "--batches" : "--task induction") +
                            " needs --vocab V (the number of token ids), got " +
                            (a.given.count("vocab") ? std::to_string(a.vocab) : "none"));
   if (a.resume.empty()) check_optimizer_flags(a);  // else once the checkpoint's optimizer is known
   check_values(a);
+  if (a.resume.empty()) check_image_flags(a);  // else the checkpoint's --arch, once known
   std::error_code ec;
   if (std::filesystem::exists(a.out, ec) && !std::filesystem::is_directory(a.out, ec))
     throw IoError(a.out + ": --out must be a folder, and a file of that name exists");
@@ -159,6 +207,7 @@ void apply_checkpoint_flags(TrainArgs& a, const Model& model,
   adopt_run_flags(a, metadata, file);
   check_optimizer_flags(a);
   check_values(a);
+  check_image_flags(a);
 }
 
 std::string run_args_json(const TrainArgs& args) {

@@ -10,6 +10,12 @@
 
 namespace tg {
 
+/// The defaults of image data (--images) for the flags not given, in place of nanoGPT's:
+/// --arch cnn, --batch 64, --epochs 1, AdamW as torch.optim.AdamW's defaults (--beta2 0.999,
+/// --weight-decay 0.01), --warmup 0 and --lr-min = --lr (a constant rate), --grad-clip 0 and
+/// --eval-every 0 (an evaluation of the test set after every epoch instead). Never throws.
+void apply_data_defaults(TrainArgs& args);
+
 /// Checks the flags as given: one data source, --vocab where needed, known names (--arch among
 /// them), ranges, flags of the other optimizer. Throws UsageError; IoError when --out is an
 /// existing file.

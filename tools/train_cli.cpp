@@ -33,6 +33,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--text", a.text, "Char-level text file (its characters are the vocabulary)");
   t->add_option("--task", a.task, "A built-in task: induction")->check(CLI::IsMember({"induction"}));
   t->add_option("--batches", a.batches, "Fixed batches: int64/int32 .npy of shape (N, B, T + 1)");
+  t->add_option("--images", a.images, "Folder of IDX image files (MNIST's format: "
+                                      "train-images-idx3-ubyte[.gz], ...); --arch cnn or mlp");
   t->add_option("--out", a.out, "Folder for model.safetensors, train_state.safetensors, "
                                 "metrics.csv and loss.svg")->required();
   t->add_option("--arch", a.arch, "Architecture: " + arch_names() + " (default " +
@@ -50,11 +52,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--dropout", a.dropout, "Dropout probability")->check(real_in(0, 1))->capture_default_str();
   t->add_option("--dtype", a.dtype, nn::one_of(nn::kDtypeNames))
       ->check(member_of(nn::kDtypeNames))->capture_default_str();
+  t->add_option("--hidden", a.hidden, "Hidden width of --arch mlp")->check(int_at_least(1))->capture_default_str();
   t->add_option("--init", a.init, "Start from the weights of a .safetensors file");
   t->add_option("--resume", a.resume, "Continue the run saved in this folder");
   t->add_option("--seed", a.seed, "Seed of the initial weights, the batches and dropout")->capture_default_str();
   t->add_option("--batch", a.batch, "Sequences per update B")->check(int_at_least(1))->capture_default_str();
   t->add_option("--steps", a.steps, "Number of updates")->check(int_at_least(1))->capture_default_str();
+  t->add_option("--epochs", a.epochs, "Epochs over the training images (--images; instead of --steps)")
+      ->check(int_at_least(1));
+  t->add_flag("--no-shuffle", a.no_shuffle, "Visit the training images in file order every epoch");
+  t->add_option("--train-limit", a.train_limit, "Train on the first N training images only")
+      ->check(int_at_least(1));
   t->add_option("--optimizer", a.optimizer, "adamw or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
   t->add_option("--lr", a.lr, "Peak learning rate")->check(real_in(0))->capture_default_str();

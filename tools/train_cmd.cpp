@@ -5,6 +5,8 @@
 //     lr = get_lr(s); loss = cross_entropy(model(x), y); backward;
 //     grad_norm = clip_grad_norm (the norm before clipping, recorded even with clipping off);
 //     optimizer step; zero_grad; a metrics row
+//     images (--images, by epochs): after an epoch's last update, the test set on that row;
+//     then checkpoint
 //   checkpoint at the end, or after the update during which Ctrl-C came (exit 130)
 //
 // The run is set up, and saved, by tools/train_run.h; the model is any architecture's (through
@@ -33,6 +35,7 @@
 #include <tapegrad/dist/data_parallel.h>
 #include <tapegrad/dist/reducer.h>
 #include <tapegrad/optim/optim.h>
+#include "tools/train_args.h"
 #include "tools/train_cmd.h"
 #include "tools/train_dist.h"
 #include "tools/train_run.h"
@@ -115,18 +118,18 @@ class Progress {
   Clock::time_point t0_;
 };
 
-// Evaluation, each rank on its share of the batches, summed over ranks. Collective.
+// Evaluation, each rank on its share of the batches, summed over ranks (images: the whole test
+// set; else --eval-batches). Collective.
 EvalResult evaluate(Run& run, dist::Communicator& comm) {
   EvalSums sums;
-  agreed(comm, [&] {
-    sums = run.data->evaluate_part(*run.model, run.args.eval_batches, comm.rank(), comm.size());
-  });
+  const int64_t n = run.data->eval_batches(run.args.eval_batches);
+  agreed(comm, [&] { sums = run.data->evaluate_part(*run.model, n, comm.rank(), comm.size()); });
   if (comm.size() > 1) {
     double v[3] = {sums.loss, sums.correct, sums.predictable};
     comm.allreduce_sum(v, 3);
     sums = {v[0], v[1], v[2]};
   }
-  return finish_eval(sums, run.args.eval_batches);
+  return finish_eval(sums, n);
 }
 
 // Forward and backward of this rank's slice of the next global batch, the gradients averaged
@@ -161,7 +164,9 @@ int run_train(const TrainArgs& flags, std::ostream& err) {
   return run_train(flags, err, one);
 }
 
-int run_train(const TrainArgs& flags, std::ostream& root_err, dist::Communicator& comm) {
+int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator& comm) {
+  TrainArgs flags = given;
+  apply_data_defaults(flags);
   const bool root = comm.rank() == 0;
   std::ostream quiet(nullptr);  // the other ranks' progress goes nowhere
   std::ostream& err = root ? root_err : quiet;
@@ -218,8 +223,19 @@ int run_train(const TrainArgs& flags, std::ostream& root_err, dist::Communicator
     const double dt = std::chrono::duration<double>(Clock::now() - u0).count();
     row.tokens_per_s = dt > 0 ? tokens / dt : std::numeric_limits<double>::quiet_NaN();
     row.elapsed_s = elapsed();
+    const int64_t per_epoch = run.data->steps_per_epoch();
+    const bool epoch_done = per_epoch > 0 && (s + 1) % per_epoch == 0;
+    if (epoch_done) {  // the test set after the epoch's last update, on that update's row
+      const EvalResult ev = evaluate(run, comm);
+      row.epoch = static_cast<double>((s + 1) / per_epoch);
+      row.test_loss = ev.val_loss;
+      if (ev.accuracy) row.test_accuracy = *ev.accuracy;
+      progress.note("epoch " + std::to_string((s + 1) / per_epoch) + ": test_loss " +
+                    fmt("%.4f", ev.val_loss) + "  test_accuracy " + fmt("%.4f", row.test_accuracy));
+    }
     run.rows.push_back(row);
     progress.update(row);
+    if (epoch_done && !interrupted && s + 1 < a.steps) save_all(s + 1);
     if (interrupted && s + 1 < a.steps) {
       save_all(s + 1);
       progress.finish();

@@ -22,10 +22,11 @@ class UsageError : public ValueError {
 };
 
 struct TrainArgs {
-  // Data: exactly one of text, task, batches.
+  // Data: exactly one of text, task, batches, images.
   std::string text;     // --text FILE
   std::string task;     // --task induction
   std::string batches;  // --batches FILE.npy
+  std::string images;   // --images DIR (IDX files: data/idx.h)
   std::string out;      // --out DIR
   // The model (ignored with --resume, which takes the checkpoint's config; a flag given
   // explicitly must then agree with it). Which of these an architecture reads, and the config
@@ -38,11 +39,17 @@ struct TrainArgs {
   bool attention_only = false;
   double dropout = 0.0;
   std::string dtype = "f32";
+  int64_t hidden = 256;  // --arch mlp
   std::string init;    // --init FILE.safetensors
   std::string resume;  // --resume DIR
   uint64_t seed = 0;
   // The run.
   int64_t batch = 12, steps = 2000;
+  // Image runs count epochs: steps = epochs * ceil(training images / batch); an epoch visits
+  // the first train_limit training images (0: all) in a seeded order, or in file order.
+  int64_t epochs = 0;
+  bool no_shuffle = false;
+  int64_t train_limit = 0;
   std::string optimizer = "adamw";
   double lr = 1e-3, lr_min = 1e-4;
   int64_t warmup = 100;

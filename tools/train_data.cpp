@@ -6,6 +6,7 @@
 
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/data/batches.h>
+#include <tapegrad/data/image_batches.h>
 #include <tapegrad/data/induction.h>
 #include <tapegrad/data/text.h>
 #include <tapegrad/io/file_util.h>
@@ -84,8 +85,31 @@ TrainData TrainData::batches(const std::string& path, int64_t V, int64_t block_s
   return TrainData(Kind::batches, std::move(fixed), T, seed);
 }
 
+TrainData TrainData::images(const std::string& dir, Dtype dtype, int64_t B, bool shuffle,
+                            int64_t train_limit, uint64_t seed) {
+  auto source = std::make_unique<data::ImageBatches>(data::read_image_folder(dir, dtype), B,
+                                                     shuffle, train_limit, seed);
+  return TrainData(Kind::images, std::move(source), /*T=*/1, seed);  // one label per row
+}
+
+int64_t TrainData::steps_per_epoch() const {
+  const auto* images = dynamic_cast<const data::ImageBatches*>(source_.get());
+  return images ? images->steps_per_epoch() : 0;
+}
+
+int64_t TrainData::eval_batches(int64_t asked) const {
+  const auto* images = dynamic_cast<const data::ImageBatches*>(source_.get());
+  return images ? images->eval_batches() : asked;
+}
+
 const char* TrainData::kind_name() const {
-  return kind_ == Kind::text ? "text" : kind_ == Kind::induction ? "induction" : "batches";
+  switch (kind_) {
+    case Kind::text: return "text";
+    case Kind::induction: return "induction";
+    case Kind::batches: return "batches";
+    case Kind::images: return "images";
+  }
+  return "?";
 }
 
 void TrainData::set_position(int64_t position) {

@@ -1,6 +1,7 @@
 #pragma once
 // The data sources of `tapegrad train` behind one face (a data::Source each): char-level text
-// (--text), the induction task (--task induction) and fixed batches (--batches). Training batches
+// (--text), the induction task (--task induction), fixed batches (--batches) and images by
+// epochs (--images, data/image_batches.h). Training batches
 // come in order from a generator whose state, with the number of batches drawn, is what a
 // checkpoint saves. Evaluation draws its batches from a fresh generator each time (the same
 // batches at every evaluation, so the validation curve is not noise from changing batches, and
@@ -35,7 +36,7 @@ EvalResult finish_eval(const EvalSums& sums, int64_t n);
 
 class TrainData {
  public:
-  enum class Kind { text, induction, batches };
+  enum class Kind { text, induction, batches, images };
 
   /// --text: the whole file; the vocabulary is the text's, or `vocab` (a resumed model's). Throws
   /// IoError (unreadable file), ValueError (empty text, a character outside `vocab`, a split
@@ -48,8 +49,17 @@ class TrainData {
   /// FixedBatches) and ValueError when T exceeds block_size.
   static TrainData batches(const std::string& path, int64_t V, int64_t block_size, uint64_t seed);
 
+  /// --images: DIR's IDX files in `dtype`. Throws IoError (see read_image_folder), ValueError
+  /// for a train_limit past the training set.
+  static TrainData images(const std::string& dir, Dtype dtype, int64_t B, bool shuffle,
+                          int64_t train_limit, uint64_t seed);
+
   Kind kind() const { return kind_; }
-  /// "text", "induction" or "batches", as the train state records it.
+  /// Updates per epoch for images; 0 for the sources that have no epochs.
+  int64_t steps_per_epoch() const;
+  /// The batches an evaluation takes: images: every test image's; else `asked` (--eval-batches).
+  int64_t eval_batches(int64_t asked) const;
+  /// "text", "induction", "batches" or "images", as the train state records it.
   const char* kind_name() const;
   int64_t batch_size() const { return source_->batch_size(); }
   int64_t block_size() const { return T_; }

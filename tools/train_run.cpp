@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -88,13 +89,19 @@ Checkpoint open_checkpoint(Run& run, const RootFiles& files) {
     open_old_checkpoint(c, files, dir, run.start);
   }
   apply_checkpoint_flags(run.args, *c.model.model, c.state.metadata, c.state_path);
-  // A run resumed at its last update does none: its files are written again from the checkpoint
-  // (a kill between the checkpoint's rename and theirs may have left them an update behind).
-  if (run.start > run.args.steps)
-    throw UsageError("--steps " + std::to_string(run.args.steps) + ": the run in " + dir +
-                     " has done " + std::to_string(run.start) +
-                     " updates already; ask for more steps to continue it");
   return c;
+}
+
+// A run resumed at its last update does none: its files are written again from the checkpoint
+// (a kill between the checkpoint's rename and theirs may have left them an update behind).
+void check_steps_left(const Run& run) {
+  const TrainArgs& a = run.args;
+  if (run.start <= a.steps) return;
+  const std::string asked = a.epochs > 0 ? "--epochs " + std::to_string(a.epochs)
+                                         : "--steps " + std::to_string(a.steps);
+  throw UsageError(asked + ": the run in " + a.resume + " has done " +
+                   std::to_string(run.start) + " updates already; ask for more " +
+                   (a.epochs > 0 ? "epochs" : "steps") + " to continue it");
 }
 
 void set_threads(const TrainArgs& a, int ranks) {
@@ -111,6 +118,11 @@ std::unique_ptr<TrainData> make_data(const TrainArgs& a, const std::optional<std
         TrainData::text(a.text, vocab, a.batch, a.block, /*need_val=*/a.eval_every > 0, a.seed));
   if (!a.task.empty())
     return std::make_unique<TrainData>(TrainData::induction(a.batch, a.block, a.vocab, a.seed));
+  if (!a.images.empty()) {
+    const Dtype dtype = a.dtype == "f64" ? Dtype::f64 : Dtype::f32;  // check_train_flags knows it
+    return std::make_unique<TrainData>(
+        TrainData::images(a.images, dtype, a.batch, !a.no_shuffle, a.train_limit, a.seed));
+  }
   auto data = std::make_unique<TrainData>(TrainData::batches(a.batches, a.vocab, a.block, a.seed));
   if (a.given.count("batch") && a.batch != data->batch_size())
     throw ValueError(a.batches + ": batches of " + std::to_string(data->batch_size()) +
@@ -124,7 +136,12 @@ std::unique_ptr<Model> new_model(const TrainArgs& a, const TrainData& data) {
   if (data.vocab()) flags.vocab = data::CharTokenizer::from_vocab(*data.vocab()).size();
   const Arch& arch = arch_of(flags);
   Rng init_rng(a.seed);
-  return arch.build(config_json_of(arch, flags), init_rng);
+  std::unique_ptr<Model> model = arch.build(config_json_of(arch, flags), init_rng);
+  const bool dropout_in_config = std::any_of(arch.flags.begin(), arch.flags.end(), [](const ModelFlag& f) {
+    return std::string(f.flag) == "dropout";
+  });
+  if (a.given.count("dropout") && !dropout_in_config) model->set_dropout(a.dropout);
+  return model;
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainArgs& a, const NamedTensors& params) {
@@ -220,6 +237,8 @@ Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
   const TrainArgs& a = run.args;
   set_threads(a, ranks);
   run.data = make_data(a, checkpoint ? checkpoint->model.vocab : std::nullopt);
+  if (run.data->steps_per_epoch() > 0) run.args.steps = a.epochs * run.data->steps_per_epoch();
+  check_steps_left(run);
   check_batch_splits(run.data->batch_size(), ranks);
   if (checkpoint && checkpoint->model.vocab && run.data->kind() != TrainData::Kind::text)
     throw UsageError(flags.resume + " holds a text model; resume it with --text");
@@ -254,7 +273,7 @@ void save(Run& run, int64_t done, double elapsed) {
   // The checkpoint: once renamed, the run resumes from here whatever happens to the rest.
   write_safetensors((out / "train_state.safetensors").string(), state, meta);
   ckpt::write_model((out / "model.safetensors").string(), *run.model, run.data->vocab(), done);
-  write_text(out / "metrics.csv", metrics_csv(run.rows));
+  write_text(out / "metrics.csv", metrics_csv(run.rows, run.data->steps_per_epoch() > 0));
   const std::string title = "tapegrad train: " + std::string(run.data->kind_name()) + ", " +
                             run.model->summary() + ", " + std::to_string(done) + " updates";
   write_text(out / "loss.svg", loss_svg(run.rows, title));

@@ -2,6 +2,7 @@
 # tapegrad_train_cmds, and fuzz/'s train_init_fuzz, which compiles them with its sanitizers).
 set(TAPEGRAD_TRAIN_CMD_SOURCES
   arch.cpp
+  arch_cnn.cpp
   arch_gpt.cpp
   train_cmd.cpp
   train_run.cpp
