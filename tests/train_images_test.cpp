@@ -190,10 +190,18 @@ TEST(TrainImages, ModelLoadsIntoTorchWithTheRunsTestAccuracy) {
   }
 }
 
+// The images the replay trains on: the first 2,048, 32 updates an epoch (under AddressSanitizer,
+// whose instrumented convolutions run several times slower, the first 256: 4 updates an epoch).
+#if defined(TG_ASAN)
+constexpr int kReplayImages = 256;
+#else
+constexpr int kReplayImages = 2048;
+#endif
+
 TEST(TrainImages, StepLossesMatchAPyTorchReplay) {
   ASSERT_EQ(test::python_missing("numpy, torch"), "") << "this test needs PyTorch";
   const TempDir tmp;
-  const fs::path images = fashion_subset(tmp, 2048, 64);  // real images: the loss stays O(1)
+  const fs::path images = fashion_subset(tmp, kReplayImages, 64);  // real images: the loss stays O(1)
   Rng init_rng(11);
   const nn::MnistNet net({.dtype = Dtype::f64}, init_rng);
   write_safetensors(tmp.file("init.safetensors"), net.state_dict());
@@ -202,7 +210,7 @@ TEST(TrainImages, StepLossesMatchAPyTorchReplay) {
          tmp);
   std::vector<double> want;
   for (const std::string& l : lines(test::slurp(tmp / "torch_losses.txt"))) want.push_back(std::strtod(l.c_str(), nullptr));
-  ASSERT_EQ(want.size(), 96u);  // 32 updates an epoch
+  ASSERT_EQ(want.size(), std::size_t{3 * kReplayImages / 64});  // 3 epochs of batches of 64
   const auto losses = [&](const std::string& name, bool dropout_off, int64_t epochs) {
     TrainArgs a = image_args(images, tmp / name, "cnn", epochs);
     a.dtype = "f64";
@@ -224,7 +232,9 @@ TEST(TrainImages, StepLossesMatchAPyTorchReplay) {
   double worst = 0;
   for (size_t s = 0; s < got.size(); ++s) worst = std::max(worst, std::abs(got[s] - want[s]) / std::abs(want[s]));
   EXPECT_LE(worst, 1e-10);
-  EXPECT_LT(want.back(), 0.8 * want.front());  // the replay trains
+  if (kReplayImages == 2048) {
+    EXPECT_LT(want.back(), 0.8 * want.front());  // the replay trains
+  }
   // The negative control: Net's own dropouts, one epoch.
   const std::vector<double> dropped = losses("dropout", false, 1);
   double apart = 0;
