@@ -12,14 +12,7 @@
 
 namespace {
 
-using tg::Tensor;
-using tg::test::BadCase;
-using tg::test::g;
-using tg::test::Kind;
-using tg::test::z;
-constexpr tg::Dtype f32 = tg::Dtype::f32;
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using namespace tg::test::bad_input;  // the rows' vocabulary: BadCase, Kind, z, g, f32, kNan, kInf
 
 const std::vector<BadCase>& bad_cases() {
   static const std::vector<BadCase> cases = {
@@ -287,7 +280,7 @@ const std::vector<BadCase>& bad_cases() {
 }
 
 TEST(BadInput, OpsOfModelFamiliesThrowTheRightErrorWithAClearMessage) {
-  tg::test::expect_bad_cases(bad_cases());
+  expect_bad_cases(bad_cases());
 }
 
 }  // namespace

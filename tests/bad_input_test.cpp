@@ -17,15 +17,8 @@
 
 namespace {
 
-using tg::Tensor;
-using tg::test::BadCase;
-using tg::test::g;
-using tg::test::Kind;
-using tg::test::z;
+using namespace tg::test::bad_input;  // the rows' vocabulary: BadCase, Kind, z, g, f32, kNan, kInf
 using V = std::vector<double>;
-constexpr tg::Dtype f32 = tg::Dtype::f32;
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<BadCase>& bad_cases() {
   static const std::vector<BadCase> cases = {
@@ -243,7 +236,7 @@ const std::vector<BadCase>& bad_cases() {
   return cases;
 }
 
-TEST(BadInput, ThrowsTheRightErrorWithAClearMessage) { tg::test::expect_bad_cases(bad_cases()); }
+TEST(BadInput, ThrowsTheRightErrorWithAClearMessage) { expect_bad_cases(bad_cases()); }
 
 // Ranks that are equal are never blamed: the message names the axis that differs.
 TEST(BadInput, AttentionShapeErrorsNameTheAxisNotTheRank) {

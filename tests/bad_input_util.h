@@ -5,13 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include <tapegrad/autograd/error.h>
 #include <tapegrad/autograd/tensor.h>
 
-namespace tg::test {
+namespace tg::test::bad_input {
+
+using tg::Tensor;
+constexpr tg::Dtype f32 = tg::Dtype::f32;
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 enum class Kind { Shape, Value, Graph };
 
@@ -60,4 +66,4 @@ inline void expect_bad_cases(const std::vector<BadCase>& cases) {
   }
 }
 
-}  // namespace tg::test
+}  // namespace tg::test::bad_input
