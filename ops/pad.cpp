@@ -34,7 +34,11 @@ Tensor pad(const Tensor& X, const std::vector<int64_t>& pads, double value,
   for (std::size_t k = 0; k < pads.size() / 2; ++k) {
     const int d = r - 1 - static_cast<int>(k);
     lo[d] = pads[2 * k];
-    out[d] += pads[2 * k] + pads[2 * k + 1];
+    int64_t both;
+    if (__builtin_add_overflow(pads[2 * k], pads[2 * k + 1], &both) ||
+        __builtin_add_overflow(out[d], both, &out[d]))
+      throw ShapeError("pad: pads " + pads_str(pads) + " make axis " + std::to_string(d) + " of " +
+                       X.shape().str() + " larger than int64 counts");
     if (out[d] < 0)
       throw ShapeError("pad: pads " + pads_str(pads) + " leave axis " + std::to_string(d) +
                        " of " + X.shape().str() + " with size " + std::to_string(out[d]));

@@ -353,6 +353,10 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
       {"--arch cnn on text", tiny(T, dir / "out", {"--arch", "cnn"}), 2, "--arch cnn trains on --images"},
       {"images folder without IDX files", task({"--images", dir / "empty"}), 1,
        "train-images-idx3-ubyte"},
+      {"epochs past what a run counts",
+       task({"--images", "/usr/share/datasets/fashion-mnist", "--train-limit", "128", "--epochs",
+             "9223372036854775807"}),
+       2, "more updates than a run can count"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -8,6 +8,7 @@
 //               --text / --batches itself, as on machines without a shared filesystem; mpirun's
 //               MPMD form gives each rank its own working folder): exit 1, one line from rank 0
 //               naming rank 1 and the file, --out as it was; a batch that does not split: exit 2
+//   images:     an image run whose epoch ends in a batch that does not split evenly over the ranks
 // A negative control: a run with another clipping threshold is told apart.
 // And in-process: slice_loss weighs slices with ignored targets so that the mean of the ranks'
 // gradients is the whole batch's (no data source yields ignored targets yet; the math must hold).
@@ -172,6 +173,23 @@ TEST_P(TwoRanksEqualOne, MetricsAndWeightsInFloat64) {
   if (std::string(c.data) == "induction") {
     EXPECT_FALSE(metrics(dir / "two")[1][5].empty());  // the accuracy is there, and equal
   }
+}
+
+// An image run by epochs whose last batch (149 = 2 x 64 + 21 images) does not split evenly: the
+// ranks take 11 and 10 of its rows, weighted so that the step is the one process's.
+TEST(TrainMpi, ImagesWithAnUnevenLastBatchEqualOneRank) {
+  NEED_MPI();
+  TempDir dir;
+  auto args = [&](const std::string& out) {
+    return std::vector<std::string>{"--images", "/usr/share/datasets/fashion-mnist", "--arch", "mlp",
+                                    "--hidden", "16", "--train-limit", "149", "--epochs", "2",
+                                    "--dtype", "f64", "--threads", "1", "--out", out};
+  };
+  const Outcome one = train(1, args(dir / "one"));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const Outcome two = train(2, args(dir / "two"));
+  ASSERT_EQ(two.status, 0) << two.err;
+  expect_same_run(dir / "two", dir / "one");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -14,7 +14,9 @@ namespace tg {
 namespace {
 
 constexpr double kWidth = 760, kHeight = 460;
-constexpr double kLeft = 78, kRight = 56, kTop = 48, kBottom = 62;  // margins around the plot
+constexpr double kLeft = 78, kTop = 48, kBottom = 62;  // margins around the plot
+// The right margin: room for the test accuracy's axis when there is one.
+constexpr double kRight = 24, kRightWithAccuracy = 56;
 constexpr const char* kTrainColor = "#1f77b4";
 constexpr const char* kValColor = "#d62728";
 constexpr const char* kAccuracyColor = "#2ca02c";
@@ -57,7 +59,8 @@ std::vector<double> nice_ticks(double& lo, double& hi, int target) {
 
 struct Axes {
   double x0, x1, y0, y1;  // data ranges
-  double px(double x) const { return kLeft + (x - x0) / (x1 - x0) * (kWidth - kLeft - kRight); }
+  double right;           // the right margin
+  double px(double x) const { return kLeft + (x - x0) / (x1 - x0) * (kWidth - kLeft - right); }
   double py(double y) const {
     return kHeight - kBottom - (y - y0) / (y1 - y0) * (kHeight - kTop - kBottom);
   }
@@ -74,7 +77,7 @@ std::string polyline(const std::vector<std::pair<double, double>>& pts, const Ax
 // The test accuracy on an axis of its own, 0 to 1 on the right edge, a marker per evaluation.
 std::string accuracy_curve(const std::vector<std::pair<double, double>>& pts, const Axes& a) {
   const Axes right{a.x0, a.x1, 0, 1};
-  const double R = kWidth - kRight;
+  const double R = kWidth - a.right;
   std::string s;
   for (int i = 0; i <= 5; ++i) {
     const std::string py = num(right.py(i / 5.0), 7);
@@ -123,8 +126,8 @@ std::string loss_svg(const std::vector<MetricsRow>& rows, const std::string& tit
     if (x1 == 0) x1 = 1;  // one update: a single point at step 0
   }
   const std::vector<double> xt = nice_ticks(x0, x1, 8), yt = nice_ticks(y0, y1, 6);
-  const Axes a{x0, x1, y0, y1};
-  const double L = kLeft, R = kWidth - kRight, T = kTop, B = kHeight - kBottom;
+  const Axes a{x0, x1, y0, y1, accuracy.empty() ? kRight : kRightWithAccuracy};
+  const double L = kLeft, R = kWidth - a.right, T = kTop, B = kHeight - kBottom;
 
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) +
                   "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(kWidth) + " " +

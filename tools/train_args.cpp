@@ -1,5 +1,6 @@
 #include "tools/train_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -71,7 +72,9 @@ void check_values(const TrainArgs& a) {
   need(a.embd % a.heads == 0, "--heads " + std::to_string(a.heads) + " must divide --embd " +
                                   std::to_string(a.embd));
   need(a.warmup >= 0, "--warmup must be >= 0, got " + std::to_string(a.warmup));
-  need(a.epochs >= 0 && a.train_limit >= 0, "--epochs and --train-limit must be at least 1");
+  need(a.epochs >= 0 && a.train_limit >= 0, "--epochs and --train-limit must not be negative, got " +
+                                                 std::to_string(a.epochs) + " and " +
+                                                 std::to_string(a.train_limit));
   need(a.eval_every >= 0, "--eval-every must be >= 0 (0 = off), got " + std::to_string(a.eval_every));
   need(a.threads >= 0, "--threads must be >= 1, got " + std::to_string(a.threads));
   need(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " + num(a.dropout));
@@ -104,6 +107,23 @@ void adopt_model_flags(TrainArgs& a, const Model& model) {
   };
   agree("arch", given.arch, a.arch);
   for (const ModelFlag& f : model.arch().flags) agree(f.flag, flag_text(given, f), flag_text(a, f));
+  // An architecture without a dropout flag (cnn, mlp) keeps its dropouts in its config, one
+  // field each: a --dropout given again must be every one of them.
+  const bool dropout_flag = std::any_of(model.arch().flags.begin(), model.arch().flags.end(),
+                                        [](const ModelFlag& f) { return std::string(f.flag) == "dropout"; });
+  if (!a.given.count("dropout") || dropout_flag) return;
+  const Json config = Json::parse(model.config_json(), nullptr, false);
+  std::string saved;
+  bool same = true;
+  for (const auto& [key, value] : config.items())
+    if (key.rfind("dropout", 0) == 0 && value.is_number()) {
+      saved += (saved.empty() ? "" : ", ") + key + " " + num(value.get<double>());
+      same = same && value.get<double>() == a.dropout;
+    }
+  need(same && (!saved.empty() || a.dropout == 0),
+       "--dropout " + num(a.dropout) + " differs from the checkpoint's dropouts (" +
+           (saved.empty() ? std::string("none") : saved) +
+           "; a resumed run keeps the model it was started with)");
 }
 
 // The data source must be the run's.

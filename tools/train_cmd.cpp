@@ -139,8 +139,9 @@ EvalResult evaluate(Run& run, dist::Communicator& comm) {
 double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& interrupted) {
   const int rank = comm.rank(), ranks = comm.size();
   const data::Batch batch = run.data->next();  // the whole global batch, on every rank
-  if (ranks > 1 && run.args.dropout > 0)
-    run.model->dropout_rng() = Rng(rank_dropout_seed(run.args.seed, s, rank));
+  // Every rank draws its own dropout masks (reseeded whether or not the flag set a dropout: a
+  // model may keep dropouts of its own, as the cnn's Net does).
+  if (ranks > 1) run.model->dropout_rng() = Rng(rank_dropout_seed(run.args.seed, s, rank));
   double share = 0;
   agreed(comm, [&] {
     // An exception before finish() still completes the pass's allreduces on this rank, so the

@@ -60,14 +60,18 @@ SliceLoss slice_loss(const Model& model, const data::Batch& batch, int rank, int
     out.share = out.backprop.item();  // as the one-process loop always did, bit for bit
     return out;
   }
-  const int64_t b = batch.x.size(0) / ranks;
-  const Tensor x = rows_of(batch.x, rank * b, b), y = rows_of(batch.y, rank * b, b);  // (b, T)
-  const int64_t n = counted(batch.y), n_r = counted(y);
+  // Rank r's rows: [B r / N, B (r + 1) / N), equal parts when N divides B (a full batch), else
+  // (an epoch's short last batch of images) parts that differ by one row, or are empty.
+  const int64_t B = batch.x.size(0), lo = B * rank / ranks, b = B * (rank + 1) / ranks - lo;
+  const int64_t n = counted(batch.y);
   SliceLoss out;
   if (n == 0) {  // one process gets NaN from a mean over nothing: so does the sum of the shares
     out.share = std::numeric_limits<double>::quiet_NaN();
     return out;
   }
+  if (b == 0) return out;  // no rows for this rank; average_gradients counts it as zeros
+  const Tensor x = rows_of(batch.x, lo, b), y = rows_of(batch.y, lo, b);  // (b, T)
+  const int64_t n_r = counted(y);
   if (n_r == 0) return out;  // this rank adds nothing; average_gradients counts it as zeros
   const Tensor L_r = model.batch_loss({x, y});  // ()
   const double weight = static_cast<double>(n_r) / static_cast<double>(n);

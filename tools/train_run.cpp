@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -237,7 +238,12 @@ Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
   const TrainArgs& a = run.args;
   set_threads(a, ranks);
   run.data = make_data(a, checkpoint ? checkpoint->model.vocab : std::nullopt);
-  if (run.data->steps_per_epoch() > 0) run.args.steps = a.epochs * run.data->steps_per_epoch();
+  if (const int64_t per_epoch = run.data->steps_per_epoch(); per_epoch > 0) {
+    if (a.epochs > std::numeric_limits<int64_t>::max() / per_epoch)
+      throw UsageError("--epochs " + std::to_string(a.epochs) + " of " + std::to_string(per_epoch) +
+                       " updates each is more updates than a run can count");
+    run.args.steps = a.epochs * per_epoch;
+  }
   check_steps_left(run);
   check_batch_splits(run.data->batch_size(), ranks);
   if (checkpoint && checkpoint->model.vocab && run.data->kind() != TrainData::Kind::text)
