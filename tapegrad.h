@@ -21,6 +21,8 @@
 #include <tapegrad/nn/layer.h>
 #include <tapegrad/nn/layer_norm.h>
 #include <tapegrad/nn/linear.h>
+#include <tapegrad/nn/llama.h>
+#include <tapegrad/nn/llama_config.h>
 #include <tapegrad/nn/module.h>
 #include <tapegrad/nn/norm.h>
 #include <tapegrad/nn/pool.h>

@@ -11,6 +11,8 @@ list(APPEND TAPEGRAD_SOURCES
   nn/init.cpp
   nn/layer_norm.cpp
   nn/linear.cpp
+  nn/llama.cpp
+  nn/llama_config.cpp
   nn/module.cpp
   nn/norm.cpp
   nn/rnn.cpp

@@ -1,0 +1,147 @@
+#pragma once
+// Llama, the architecture of Hugging Face's LlamaForCausalLM in tapegrad: token embeddings,
+// num_hidden_layers pre-norm blocks
+//   x = x + self_attn(input_layernorm(x));  x = x + mlp(post_attention_layernorm(x))
+// a final RMSNorm and an lm_head (its own weight, or the embedding's when tie_word_embeddings).
+// No biases anywhere, no position embeddings: RoPE rotates q and k.
+//
+//   attention  q = x Wq^T (H heads of d = hidden / H), k = x Wk^T, v = x Wv^T (H_kv heads each,
+//              grouped-query: key/value head j serves query heads j r .. j r + r - 1, r = H / H_kv)
+//              o = o_proj(causal_softmax(rope(q) rope(k)^T / sqrt(d)) v)
+//   RoPE       Hugging Face's half-split form: position m, for i < d / 2, theta_i = base^(-2i / d),
+//              rope(x)[i]         = x[i] cos(m theta_i) - x[i + d/2] sin(m theta_i)
+//              rope(x)[i + d / 2] = x[i + d/2] cos(m theta_i) + x[i] sin(m theta_i)
+//              that is x cos + rotate_half(x) sin with rotate_half(x) = (-x[d/2:], x[:d/2]); its
+//              cos/sin tables computed in the model's dtype.
+//   mlp        down_proj(silu(gate_proj(x)) * up_proj(x))
+//   norms      RMSNorm: x / sqrt(mean(x^2, -1) + rms_norm_eps) * w
+//
+// Parameter names are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, ...). Init as
+// Hugging Face's _init_weights, drawn from the Rng given to the constructor in named_parameters()
+// order (each weight whole, row-major): every weight N(0, 0.02^2), norms 1 (drawing nothing).
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <tapegrad/nn/embedding.h>
+#include <tapegrad/nn/gpt.h>  // KVCache
+#include <tapegrad/nn/linear.h>
+#include <tapegrad/nn/module.h>
+#include <tapegrad/nn/norm.h>
+
+namespace tg::nn {
+
+/// Hugging Face's LlamaConfig fields (their names), with small defaults.
+struct LlamaConfig {
+  int64_t vocab_size = 65;
+  int64_t hidden_size = 128;
+  int64_t intermediate_size = 344;
+  int64_t num_hidden_layers = 4;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 4;  // == num_attention_heads: no grouping
+  int64_t max_position_embeddings = 64;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  Dtype dtype = get_default_dtype();  // when the config is made
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+/// The rotary tables of positions [start, start + T): cos and sin, each (T, 1, d) in `dtype`
+/// (the 1 broadcasts over the heads of a (B, T, H, d) view). Throws ValueError for an odd d.
+std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, double theta,
+                                Dtype dtype);
+/// x (B, T, H, d) rotated by tables (rope_tables' cos, sin): x cos + rotate_half(x) sin, in ops.
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
+class LlamaAttention : public Module {
+ public:
+  LlamaAttention(const LlamaConfig& config, Rng& init_rng);
+  /// x (B, T, C) for positions [start, start + T) -> (B, T, C). With caches (both non-null), the
+  /// positions before `start` are the cached keys and values, which the rotated keys and the
+  /// values of x join ((B, T_cached, H_kv d) each, undefined when empty).
+  Tensor forward(const Tensor& x, int64_t start = 0, Tensor* k_cache = nullptr,
+                 Tensor* v_cache = nullptr) const;
+
+  Linear q_proj;  // (H d, C)
+  Linear k_proj;  // (H_kv d, C)
+  Linear v_proj;  // (H_kv d, C)
+  Linear o_proj;  // (C, H d)
+
+ private:
+  // k or v (B, T, H_kv d) with each head repeated for its r query heads: (B, T, H d).
+  Tensor repeat_kv(const Tensor& kv) const;
+
+  int64_t heads_, kv_heads_, head_dim_;
+  double theta_;
+};
+
+class LlamaMLP : public Module {
+ public:
+  LlamaMLP(const LlamaConfig& config, Rng& init_rng);
+  /// x (B, T, C) -> (B, T, C).
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  Linear gate_proj;  // (I, C)
+  Linear up_proj;    // (I, C)
+  Linear down_proj;  // (C, I)
+};
+
+class LlamaDecoderLayer : public Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, Rng& init_rng);
+  /// x (B, T, C) for positions [start, start + T) -> (B, T, C); caches as LlamaAttention's.
+  Tensor forward(const Tensor& x, int64_t start = 0, Tensor* k_cache = nullptr,
+                 Tensor* v_cache = nullptr) const;
+
+  LlamaAttention self_attn;
+  LlamaMLP mlp;
+  RMSNorm input_layernorm;
+  RMSNorm post_attention_layernorm;
+};
+
+class Llama : public Module {
+ public:
+  /// Draws the initial weights from init_rng (see the top of this file). Throws ValueError for
+  /// a size < 1, num_attention_heads not dividing hidden_size, num_key_value_heads not dividing
+  /// num_attention_heads, an odd head_dim, rms_norm_eps < 0, rope_theta not > 0, an int64 dtype.
+  Llama(const LlamaConfig& config, Rng& init_rng);
+
+  /// idx (B, T) int64 -> logits (B, T, vocab_size). Throws ShapeError (idx not rank 2),
+  /// ValueError (T > max_position_embeddings, idx not int64 or outside [0, vocab_size)).
+  Tensor forward(const Tensor& idx) const;
+  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+  /// Mean cross-entropy of forward(idx) against targets (B, T) int64; targets of -1 are
+  /// ignored. Throws like forward, and ShapeError when targets' shape is not idx's.
+  Tensor loss(const Tensor& idx, const Tensor& targets) const;
+  /// Logits (B, T_new, vocab_size) of new positions idx (B, T_new) after the cache's, under
+  /// NoGradGuard; the cache keeps each layer's rotated keys and values of the H_kv key/value
+  /// heads only, (B, T_cached, H_kv d). Equals the last T_new rows of forward() on the whole
+  /// sequence. Throws ValueError when the sequence would pass max_position_embeddings,
+  /// ShapeError when idx is not rank 2 or its batch differs from the cache's.
+  Tensor forward_cached(const Tensor& idx, KVCache& cache) const;
+
+  const LlamaConfig& config() const { return config_; }
+
+  // Hugging Face's LlamaModel, `model.` in the names.
+  struct Model : Module {
+    Model(const LlamaConfig& config, Rng& init_rng);
+    Embedding embed_tokens;  // (V, C)
+    ModuleList<LlamaDecoderLayer> layers;
+    RMSNorm norm;
+  };
+
+ private:
+  Tensor run(const Tensor& idx, int64_t start, KVCache* cache, const char* who) const;
+
+  LlamaConfig config_;
+
+ public:
+  Model model;                      // after config_, which it is built from
+  std::unique_ptr<Linear> lm_head;  // (V, C); null when tie_word_embeddings
+};
+
+}  // namespace tg::nn
