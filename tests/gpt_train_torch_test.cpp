@@ -1,6 +1,7 @@
 // `tapegrad train` against nanoGPT's training loop in PyTorch eager (tests/gpt_train_reference.py),
 // from the same safetensors weights (--init) and fixed batches (--batches): 12 AdamW updates with
-// the warmup + cosine schedule and gradient clipping. In float64 every update's loss and
+// the warmup + cosine schedule and gradient clipping, for --arch gpt and --arch llama (against
+// tests/llama_reference.py's independent Llama). In float64 every update's loss and
 // gradient norm and every final weight agree to 1e-10 relative; in float32 the losses to 1e-4.
 // Without python3, numpy and torch the suite skips, or fails when the environment variable CI is
 // set.
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include <tapegrad/io/npy.h>
 #include <tapegrad/io/safetensors.h>
 #include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/llama.h>
 #include "test_util.h"
 #include "tools/train_cmd.h"
 
@@ -34,7 +37,11 @@ const std::vector<std::pair<std::string, std::string>> kFlags = {
     {"warmup", "3"},  {"beta1", "0.9"},     {"beta2", "0.99"},      {"eps", "1e-08"},
     {"weight-decay", "0.1"}, {"grad-clip", "0.5"}};
 
-TrainArgs tapegrad_args(const TempDir& dir, const std::string& dtype) {
+// The Llama's own flags (4 heads sharing 1 key/value head), beside kFlags.
+const std::vector<std::pair<std::string, std::string>> kLlamaFlags = {
+    {"arch", "llama"}, {"kv-heads", "1"}, {"intermediate", "24"}};
+
+TrainArgs tapegrad_args(const TempDir& dir, const std::string& dtype, const std::string& arch) {
   TrainArgs a;
   a.batches = dir.file("batches.npy");
   a.init = dir.file("init.safetensors");
@@ -61,6 +68,13 @@ TrainArgs tapegrad_args(const TempDir& dir, const std::string& dtype) {
   a.given = {"batches", "init", "out", "dtype", "vocab", "block", "layers", "heads", "embd",
              "batch", "steps", "lr", "lr-min", "warmup", "beta1", "beta2", "eps",
              "weight-decay", "grad-clip", "eval-every", "threads"};
+  if (arch == "llama") {
+    a.arch = arch;
+    a.heads = 4;
+    a.kv_heads = 1;
+    a.intermediate = 24;
+    a.given.insert({"arch", "kv-heads", "intermediate"});
+  }
   return a;
 }
 
@@ -81,32 +95,46 @@ std::vector<double> column(const std::string& csv_path, int col) {
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
 
-// Writes the shared start (weights of a GPT drawn with seed 5, fixed random batches), runs both
-// sides, and returns the folder.
-void run_both(const TempDir& dir, const std::string& dtype) {
-  nn::GPTConfig config{.vocab_size = kV, .block_size = kT, .n_layer = 2, .n_head = 2,
-                       .n_embd = 16, .dtype = Dtype::f64};
+// Writes the shared start (weights of a GPT or Llama drawn with seed 5, fixed random batches),
+// runs both sides, and returns the folder.
+void run_both(const TempDir& dir, const std::string& dtype, const std::string& arch = "gpt") {
   Rng rng(5);
-  nn::GPT model(config, rng);
-  write_safetensors(dir.file("init.safetensors"), model.state_dict());
+  std::unique_ptr<nn::Module> model;
+  if (arch == "gpt")
+    model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kV, .block_size = kT,
+                                                    .n_layer = 2, .n_head = 2, .n_embd = 16,
+                                                    .dtype = Dtype::f64},
+                                      rng);
+  else
+    model = std::make_unique<nn::Llama>(
+        nn::LlamaConfig{.vocab_size = kV, .hidden_size = 16, .intermediate_size = 24,
+                        .num_hidden_layers = 2, .num_attention_heads = 4,
+                        .num_key_value_heads = 1, .max_position_embeddings = kT,
+                        .dtype = Dtype::f64},
+        rng);
+  write_safetensors(dir.file("init.safetensors"), model->state_dict());
   std::filesystem::create_directories(dir / "init");
-  for (const auto& [name, p] : model.state_dict()) write_npy(dir.file("init/" + name + ".npy"), p);
+  for (const auto& [name, p] : model->state_dict()) write_npy(dir.file("init/" + name + ".npy"), p);
   std::vector<int64_t> tokens(kN * kB * (kT + 1));
   for (int64_t& t : tokens) t = static_cast<int64_t>(rng.uniform(0, kV));
   write_npy(dir.file("batches.npy"), from_indices(tokens, {kN, kB, kT + 1}));
 
   std::ostringstream progress;
-  ASSERT_EQ(run_train(tapegrad_args(dir, dtype), progress), 0) << progress.str();
+  ASSERT_EQ(run_train(tapegrad_args(dir, dtype, arch), progress), 0) << progress.str();
   std::string cmd = test::kPython + " " + TAPEGRAD_GPT_TRAIN_REFERENCE_PY + " " + dir.path().string() +
                     " --dtype " + (dtype == "f64" ? "float64" : "float32");
-  for (const auto& [flag, value] : kFlags) cmd += " --" + flag + " " + value;
+  for (const auto& [flag, value] : kFlags)
+    cmd += " --" + flag + " " + (flag == "heads" && arch == "llama" ? "4" : value);
+  if (arch == "llama")
+    for (const auto& [flag, value] : kLlamaFlags) cmd += " --" + flag + " " + value;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
-TEST(GPTTraining, TwelveAdamWUpdatesEqualPyTorchsInFloat64) {
-  TG_REQUIRE_PYTHON("numpy, torch");
+// Every update's loss and gradient norm and every final weight (of `tensors` in the file)
+// against PyTorch's, to 1e-10 relative, in float64.
+void expect_float64_run_equal(const std::string& arch, std::size_t tensors) {
   TempDir dir;
-  run_both(dir, "f64");
+  run_both(dir, "f64", arch);
   const std::vector<double> loss = column(dir.file("run/metrics.csv"), 2);
   const std::vector<double> norm = column(dir.file("run/metrics.csv"), 3);
   const Tensor torch_loss = read_npy(dir.file("torch/losses.npy"));
@@ -121,7 +149,7 @@ TEST(GPTTraining, TwelveAdamWUpdatesEqualPyTorchsInFloat64) {
   EXPECT_TRUE(clipped) << "the comparison should include clipped updates";
   EXPECT_LT(loss.back(), loss.front()) << "the run should learn something";
   const SafeTensors final_model = read_safetensors(dir.file("run/model.safetensors"));
-  ASSERT_EQ(final_model.tensors.size(), 28u);  // wte, wpe, 12 per block, ln_f's two
+  ASSERT_EQ(final_model.tensors.size(), tensors);
   for (const auto& [name, w] : final_model.tensors) {
     const std::vector<double> got = w.to_vector();
     const std::vector<double> want = read_npy(dir.file("torch/" + name + ".npy")).to_vector();
@@ -135,14 +163,29 @@ TEST(GPTTraining, TwelveAdamWUpdatesEqualPyTorchsInFloat64) {
   }
 }
 
+TEST(GPTTraining, TwelveAdamWUpdatesEqualPyTorchsInFloat64) {
+  TG_REQUIRE_PYTHON("numpy, torch");
+  expect_float64_run_equal("gpt", 28);  // wte, wpe, 12 per block, ln_f's two
+}
+
+// The Llama's step agrees as the GPT's: grouped-query attention, RoPE, RMSNorm, SwiGLU.
+TEST(LlamaTraining, TwelveAdamWUpdatesEqualPyTorchsInFloat64) {
+  TG_REQUIRE_PYTHON("numpy, torch");
+  expect_float64_run_equal("llama", 21);  // embed_tokens, 9 per layer, norm, lm_head
+}
+
 TEST(GPTTraining, FloatLossesEqualPyTorchsTo1e4) {
   TG_REQUIRE_PYTHON("numpy, torch");
-  TempDir dir;
-  run_both(dir, "f32");
-  const std::vector<double> loss = column(dir.file("run/metrics.csv"), 2);
-  const Tensor torch_loss = read_npy(dir.file("torch/losses.npy"));
-  for (int64_t s = 0; s < kSteps; ++s)
-    EXPECT_LE(rel(loss[s], torch_loss.at({s})), 1e-4) << "loss of update " << s;
+  for (const char* arch : {"gpt", "llama"}) {
+    SCOPED_TRACE(arch);
+    TempDir dir;
+    run_both(dir, "f32", arch);
+    const std::vector<double> loss = column(dir.file("run/metrics.csv"), 2);
+    const Tensor torch_loss = read_npy(dir.file("torch/losses.npy"));
+    ASSERT_EQ(loss.size(), static_cast<std::size_t>(kSteps));
+    for (int64_t s = 0; s < kSteps; ++s)
+      EXPECT_LE(rel(loss[s], torch_loss.at({s})), 1e-4) << "loss of update " << s;
+  }
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 class RMSNorm(nn.Module):
     def __init__(self, size, eps):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(size, dtype=torch.float64))
+        self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
     def forward(self, x):
@@ -44,10 +44,11 @@ def rotate_half(x):
 class Rotary(nn.Module):
     def __init__(self, dim, theta):
         super().__init__()
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        # in the default dtype, the run's (the tables are computed in the model's dtype)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2).to(torch.get_default_dtype()) / dim))
 
     def forward(self, T):
-        t = torch.arange(T, dtype=torch.float64)
+        t = torch.arange(T).to(torch.get_default_dtype())
         freqs = torch.outer(t, self.inv_freq)           # (T, d/2)
         emb = torch.cat((freqs, freqs), dim=-1)         # (T, d)
         return emb.cos()[None, None], emb.sin()[None, None]  # (1, 1, T, d)

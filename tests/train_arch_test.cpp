@@ -15,6 +15,7 @@
 #include <tapegrad/nn/config_json.h>
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/nn/gpt_config.h>
+#include <tapegrad/nn/llama.h>
 #include "data_util.h"
 #include "test_util.h"
 #include "tools/arch.h"
@@ -28,19 +29,20 @@ using test::throws;
 TEST(ArchTable, GptIsTheDefaultAndUnknownNamesListTheKnownOnes) {
   ASSERT_NE(find_arch("gpt"), nullptr);
   EXPECT_EQ(&default_arch(), find_arch("gpt"));
-  EXPECT_EQ(find_arch("llama"), nullptr);
-  EXPECT_EQ(arch_names(), "gpt, cnn or mlp");
+  ASSERT_NE(find_arch("llama"), nullptr);
+  EXPECT_EQ(find_arch("mamba"), nullptr);
+  EXPECT_EQ(arch_names(), "gpt, llama, cnn or mlp");
   EXPECT_EQ(&default_image_arch(), find_arch("cnn"));
   TrainArgs args;
   EXPECT_EQ(&arch_of(args), &default_arch());  // an empty --arch
   args.arch = "gpt";
   EXPECT_EQ(&arch_of(args), find_arch("gpt"));
-  args.arch = "llama";
+  args.arch = "mamba";
   try {
     arch_of(args);
     ADD_FAILURE() << "an unknown --arch was accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "--arch must be gpt, cnn or mlp, got 'llama'");
+    EXPECT_EQ(std::string(e.what()), "--arch must be gpt, llama, cnn or mlp, got 'mamba'");
   }
 }
 
@@ -66,6 +68,40 @@ TEST(ArchTable, FlagsAndConfigMapBothWays) {
   Rng again(0);
   const std::unique_ptr<Model> rebuilt = arch.build(config_json_of(arch, flags), again);
   EXPECT_EQ(rebuilt->config_json(), nn::gpt_config_to_json(c));
+}
+
+// The same both ways for the Llama, whose flags set Hugging Face's config keys; a --kv-heads and
+// --intermediate left at 0 (not given) build --heads key/value heads and 8/3 of --embd.
+TEST(ArchTable, LlamaFlagsAndConfigMapBothWays) {
+  const Arch& arch = *find_arch("llama");
+  TrainArgs flags;
+  flags.arch = "llama";
+  flags.vocab = 9;
+  flags.embd = 24;
+  flags.heads = 4;
+  flags.block = 10;
+  flags.layers = 2;
+  Rng rng(0);
+  const std::unique_ptr<Model> defaults = arch.build(config_json_of(arch, flags), rng);
+  const auto& llama = dynamic_cast<const nn::Llama&>(defaults->module());
+  EXPECT_EQ(llama.config().num_key_value_heads, 4);
+  EXPECT_EQ(llama.config().intermediate_size, 64);  // 8/3 of 24
+  EXPECT_EQ(llama.config().max_position_embeddings, 10);
+  EXPECT_EQ(defaults->pretrained_config(), defaults->config_json());
+  flags.kv_heads = 2;
+  flags.intermediate = 40;
+  flags.dtype = "f64";
+  const std::unique_ptr<Model> model = arch.build(config_json_of(arch, flags), rng);
+  TrainArgs back;
+  set_model_flags(*model, back);
+  std::string texts;
+  for (const ModelFlag& f : arch.flags) texts += std::string(f.flag) + "=" + flag_text(back, f) + " ";
+  EXPECT_EQ(texts, "layers=2 heads=4 kv-heads=2 embd=24 intermediate=40 block=10 vocab=9 dtype=f64 ");
+  EXPECT_EQ(back.arch, "llama");
+  TrainArgs gpt;  // a GPT's folder has no config.json
+  gpt.vocab = 5;
+  const Arch& gpt_arch = *find_arch("gpt");
+  EXPECT_FALSE(gpt_arch.build(config_json_of(gpt_arch, gpt), rng)->pretrained_config().has_value());
 }
 
 // The text every GPT checkpoint so far has: changing it would change model.safetensors.

@@ -30,6 +30,7 @@
 #include <tapegrad/io/safetensors.h>
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/nn/gpt_config.h>
+#include <tapegrad/nn/llama_config.h>
 #include "tools/arch.h"
 #include "tools/sample_cmd.h"
 #include "tools/train_cmd.h"
@@ -174,6 +175,57 @@ TEST_P(Resume, TwoRunsOf25EqualOneOf50) {
 
 INSTANTIATE_TEST_SUITE_P(TrainCli, Resume, testing::Values("f64", "f32"));
 
+// --arch llama from the command line: two runs of 25 updates equal one of 50, sample continues
+// its text, and --out is a pretrained folder (config.json with Hugging Face's keys beside
+// model.safetensors) that from_pretrained loads into the run's model.
+TEST(TrainCli, LlamaRunResumesSamplesAndIsAPretrainedFolder) {
+  TempDir dir;
+  spit(dir / "text.txt", repetitive_text());
+  const std::vector<std::string> flags = {"--arch", "llama", "--heads", "4", "--kv-heads", "2",
+                                          "--lr", "1e-2", "--lr-min", "1e-2", "--warmup", "0",
+                                          "--eval-every", "10"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), flags.begin(), flags.end());
+    return more;
+  };
+  const Outcome whole = run(tiny(dir / "text.txt", dir / "whole", with({"--steps", "50"})));
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_NE(whole.err.find("wrote model.safetensors, config.json,"), std::string::npos) << whole.err;
+  ASSERT_EQ(run(tiny(dir / "text.txt", dir / "part", with({"--steps", "25"}))).status, 0);
+  const Outcome r = run(tiny(dir / "text.txt", dir / "part",
+                             with({"--steps", "50", "--resume", dir / "part"})));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(metrics_without_timing(dir / "whole"), metrics_without_timing(dir / "part"));
+  EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(dir / "part/model.safetensors"));
+  const std::vector<double> loss = [&] {
+    std::vector<double> v;
+    for (const std::string& l : lines(slurp(dir / "whole/metrics.csv")))
+      if (l.rfind("step", 0) != 0) v.push_back(std::stod(cells(l)[2]));
+    return v;
+  }();
+  ASSERT_EQ(loss.size(), 50u);
+  EXPECT_LT(loss.back(), 0.8 * loss.front()) << "the Llama should learn the repetitive text";
+
+  const Outcome s = run({"sample", "--ckpt", dir / "whole", "--tokens", "40", "--prompt", "the "});
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out.rfind("the ", 0), 0u) << s.out;
+  EXPECT_GE(s.out.size(), 44u) << s.out;
+
+  const std::string config = slurp(dir / "whole/config.json");
+  for (const char* key : {"\"architectures\":[\"LlamaForCausalLM\"]", "\"model_type\":\"llama\"",
+                          "\"num_key_value_heads\":2", "\"hidden_size\":16",
+                          "\"intermediate_size\":48", "\"max_position_embeddings\":16"})
+    EXPECT_NE(config.find(key), std::string::npos) << key << " in " << config;
+  const auto pretrained = nn::from_pretrained(dir / "whole");
+  const SafeTensors file = read_safetensors(dir / "whole/model.safetensors");
+  const NamedTensors state = pretrained->state_dict();
+  ASSERT_EQ(state.size(), file.tensors.size());
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(state[i].first, file.tensors[i].first);
+    EXPECT_EQ(state[i].second.to_vector(), file.tensors[i].second.to_vector()) << state[i].first;
+  }
+}
+
 // Ctrl-C mid-run with the cosine schedule and warmup: the resumed run ends where the run never
 // stopped ends.
 TEST(TrainCli, InterruptedRunResumesExactly) {
@@ -305,7 +357,7 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
     fs::copy_file(dir / "good/metrics.csv", dir / "foreign/metrics.csv");
     for (const std::string f : {"train_state.safetensors", "model.safetensors"}) {
       SafeTensors st = read_safetensors(dir / ("good/" + f));
-      st.metadata["tapegrad.arch"] = "llama";
+      st.metadata["tapegrad.arch"] = "mamba";
       write_safetensors(dir / ("foreign/" + f), st.tensors, st.metadata);
     }
   }
@@ -341,16 +393,24 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
       {"init and resume", tiny(T, dir / "out", {"--init", dir / "good/model.safetensors",
                                                 "--resume", dir / "good"}), 2, "--resume"},
       {"heads not dividing embd", tiny(T, dir / "out", {"--heads", "3"}), 2, "--heads 3"},
-      {"unknown arch", tiny(T, dir / "out", {"--arch", "llama"}), 2, "--arch must be gpt, cnn or mlp, got 'llama'"},
+      {"unknown arch", tiny(T, dir / "out", {"--arch", "mamba"}), 2, "--arch must be gpt, llama, cnn or mlp, got 'mamba'"},
       {"resume an unknown arch", tiny(T, dir / "out", {"--resume", dir / "foreign"}), 1,
-       "tapegrad.arch 'llama' is not an architecture this program knows (gpt, cnn or mlp)"},
-      {"sample an unknown arch", {"sample", "--ckpt", dir / "foreign"}, 1, "tapegrad.arch 'llama'"},
+       "tapegrad.arch 'mamba' is not an architecture this program knows (gpt, llama, cnn or mlp)"},
+      {"sample an unknown arch", {"sample", "--ckpt", dir / "foreign"}, 1, "tapegrad.arch 'mamba'"},
       {"images with --arch gpt", task({"--images", dir / "empty", "--arch", "gpt"}), 2,
        "--images needs an image architecture"},
       {"images with --steps", task({"--images", dir / "empty", "--steps", "5"}), 2,
        "--epochs, not --steps"},
       {"epochs without images", tiny(T, dir / "out", {"--epochs", "2"}), 2, "--epochs goes with --images"},
       {"--arch cnn on text", tiny(T, dir / "out", {"--arch", "cnn"}), 2, "--arch cnn trains on --images"},
+      {"gpt flag with --arch llama", tiny(T, dir / "out", {"--arch", "llama", "--gelu", "erf"}), 2,
+       "--gelu is not a flag of --arch llama"},
+      {"llama flag with --arch gpt", tiny(T, dir / "out", {"--kv-heads", "1"}), 2,
+       "--kv-heads is not a flag of --arch gpt"},
+      {"kv-heads not dividing heads", tiny(T, dir / "out", {"--arch", "llama", "--kv-heads", "3"}),
+       2, "--kv-heads 3 must divide --heads 2"},
+      {"dropout with --arch llama", tiny(T, dir / "out", {"--arch", "llama", "--dropout", "0.1"}),
+       2, "--arch llama has no dropout"},
       {"images folder without IDX files", task({"--images", dir / "empty"}), 1,
        "train-images-idx3-ubyte"},
       {"epochs past what a run counts",

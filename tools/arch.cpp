@@ -13,6 +13,7 @@ namespace tg {
 
 // The adapters, one file each (tools/arch_NAME.cpp).
 extern const Arch kGptArch;
+extern const Arch kLlamaArch;
 extern const Arch kCnnArch;
 extern const Arch kMlpArch;
 
@@ -21,7 +22,7 @@ namespace {
 using Json = nlohmann::json;
 
 // Every architecture the program knows, the default first.
-const Arch* const kArchs[] = {&kGptArch, &kCnnArch, &kMlpArch};
+const Arch* const kArchs[] = {&kGptArch, &kLlamaArch, &kCnnArch, &kMlpArch};
 
 }  // namespace
 
@@ -37,6 +38,13 @@ const Arch& default_image_arch() {
   for (const Arch* a : kArchs)
     if (a->images) return *a;
   return default_arch();
+}
+
+bool is_model_flag(const std::string& flag) {
+  for (const Arch* a : kArchs)
+    for (const ModelFlag& f : a->flags)
+      if (flag == f.flag) return true;
+  return false;
 }
 
 std::string arch_names() {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -66,6 +67,9 @@ class Model {
   /// Whether a state_dict entry of this name is one the model derives rather than holds (GPT's
   /// lm_head.weight is transformer.wte.weight): loading a file skips it. Never throws.
   virtual bool tied(const std::string&) const { return false; }
+  /// The config.json of a Hugging Face pretrained folder, which a run writes beside
+  /// model.safetensors (llama); else nullopt. Never throws.
+  virtual std::optional<std::string> pretrained_config() const { return std::nullopt; }
   /// A decoder over this model, for models that continue token sequences; else null.
   virtual std::unique_ptr<Decoder> decoder() const { return nullptr; }
   /// --dropout for an architecture whose flag table has no "dropout" (one flag setting several
@@ -108,6 +112,9 @@ const Arch& default_arch();
 /// The architecture of an empty --arch with --images: the table's first that takes images.
 /// Never throws.
 const Arch& default_image_arch();
+/// Whether `flag` (without dashes) is a model flag of some architecture of the table. Never
+/// throws.
+bool is_model_flag(const std::string& flag);
 /// The names of the table, for messages: "gpt", "gpt or llama". Never throws.
 std::string arch_names();
 /// The architecture args.arch names (the default when empty). Throws UsageError for a name

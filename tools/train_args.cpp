@@ -71,6 +71,12 @@ void check_values(const TrainArgs& a) {
     need(v >= 1, std::string(flag) + " must be at least 1, got " + std::to_string(v));
   need(a.embd % a.heads == 0, "--heads " + std::to_string(a.heads) + " must divide --embd " +
                                   std::to_string(a.embd));
+  need(a.kv_heads >= 0 && a.intermediate >= 0,
+       "--kv-heads and --intermediate must be at least 1, got " + std::to_string(a.kv_heads) +
+           " and " + std::to_string(a.intermediate));
+  need(a.kv_heads == 0 || a.heads % a.kv_heads == 0,
+       "--kv-heads " + std::to_string(a.kv_heads) + " must divide --heads " +
+           std::to_string(a.heads) + " (each key/value head serves --heads / --kv-heads heads)");
   need(a.warmup >= 0, "--warmup must be >= 0, got " + std::to_string(a.warmup));
   need(a.epochs >= 0 && a.train_limit >= 0, "--epochs and --train-limit must not be negative, got " +
                                                  std::to_string(a.epochs) + " and " +
@@ -176,6 +182,22 @@ void check_image_flags(const TrainArgs& a) {
        "--images counts --epochs, not --steps (one update per --batch images)");
 }
 
+// A model flag of another architecture than the run's (--gelu with --arch llama) would be
+// ignored: it is a usage error. --dropout is every architecture's (a config field, or
+// Model::set_dropout).
+void check_arch_flags(const TrainArgs& a) {
+  const Arch& arch = arch_of(a);
+  std::string own;
+  for (const ModelFlag& f : arch.flags) own += (own.empty() ? "--" : ", --") + std::string(f.flag);
+  for (const std::string& flag : a.given) {
+    if (flag == "dropout" || !is_model_flag(flag)) continue;
+    const bool mine = std::any_of(arch.flags.begin(), arch.flags.end(),
+                                  [&](const ModelFlag& f) { return flag == f.flag; });
+    need(mine, "--" + flag + " is not a flag of --arch " + arch.name + " (its model flags: " +
+                   own + ")");
+  }
+}
+
 }  // namespace
 
 void apply_data_defaults(TrainArgs& a) {
@@ -213,7 +235,10 @@ void check_train_flags(const TrainArgs& a) {
                            (a.given.count("vocab") ? std::to_string(a.vocab) : "none"));
   if (a.resume.empty()) check_optimizer_flags(a);  // else once the checkpoint's optimizer is known
   check_values(a);
-  if (a.resume.empty()) check_image_flags(a);  // else the checkpoint's --arch, once known
+  if (a.resume.empty()) {  // else the checkpoint's --arch, once known
+    check_image_flags(a);
+    check_arch_flags(a);
+  }
   std::error_code ec;
   if (std::filesystem::exists(a.out, ec) && !std::filesystem::is_directory(a.out, ec))
     throw IoError(a.out + ": --out must be a folder, and a file of that name exists");
@@ -228,6 +253,7 @@ void apply_checkpoint_flags(TrainArgs& a, const Model& model,
   check_optimizer_flags(a);
   check_values(a);
   check_image_flags(a);
+  check_arch_flags(a);
 }
 
 std::string run_args_json(const TrainArgs& args) {

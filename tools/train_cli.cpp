@@ -52,6 +52,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--dropout", a.dropout, "Dropout probability")->check(real_in(0, 1))->capture_default_str();
   t->add_option("--dtype", a.dtype, nn::one_of(nn::kDtypeNames))
       ->check(member_of(nn::kDtypeNames))->capture_default_str();
+  t->add_option("--kv-heads", a.kv_heads, "Key/value heads of --arch llama (divides --heads; "
+                                          "default --heads)")->check(int_at_least(1));
+  t->add_option("--intermediate", a.intermediate, "MLP width of --arch llama (default 8/3 of "
+                                                  "--embd, rounded up to a multiple of 8)")
+      ->check(int_at_least(1));
   t->add_option("--hidden", a.hidden, "Hidden width of --arch mlp")->check(int_at_least(1))->capture_default_str();
   t->add_option("--init", a.init, "Start from the weights of a .safetensors file");
   t->add_option("--resume", a.resume, "Continue the run saved in this folder");

@@ -250,6 +250,7 @@ int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator
   save_all(a.steps);
   progress.finish();
   err << "tapegrad: " << a.steps << (a.steps == 1 ? " update" : " updates") << " done; wrote model.safetensors, "
+      << (run.model->pretrained_config() ? "config.json, " : "")
       << "train_state.safetensors, metrics.csv and loss.svg to " << a.out << "\n";
   return 0;
 }

@@ -40,6 +40,8 @@ struct TrainArgs {
   double dropout = 0.0;
   std::string dtype = "f32";
   int64_t hidden = 256;  // --arch mlp
+  // --arch llama; 0 (not given): --heads, and 8/3 of --embd rounded up to a multiple of 8
+  int64_t kv_heads = 0, intermediate = 0;
   std::string init;    // --init FILE.safetensors
   std::string resume;  // --resume DIR
   uint64_t seed = 0;

@@ -29,7 +29,7 @@ constexpr uint64_t kDropoutStream = 0xD1B54A32D192ED03ull;
 
 // What save() writes into --out, the checkpoint first.
 constexpr const char* kFiles[] = {"train_state.safetensors", "model.safetensors", "metrics.csv",
-                                  "loss.svg"};
+                                  "loss.svg", "config.json"};
 
 void write_text(const fs::path& path, const std::string& text) {
   detail::TempFile f(path.string());
@@ -279,6 +279,7 @@ void save(Run& run, int64_t done, double elapsed) {
   // The checkpoint: once renamed, the run resumes from here whatever happens to the rest.
   write_safetensors((out / "train_state.safetensors").string(), state, meta);
   ckpt::write_model((out / "model.safetensors").string(), *run.model, run.data->vocab(), done);
+  if (const auto config = run.model->pretrained_config()) write_text(out / "config.json", *config + "\n");
   write_text(out / "metrics.csv", metrics_csv(run.rows, run.data->steps_per_epoch() > 0));
   const std::string title = "tapegrad train: " + std::string(run.data->kind_name()) + ", " +
                             run.model->summary() + ", " + std::to_string(done) + " updates";

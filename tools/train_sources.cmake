@@ -4,6 +4,7 @@ set(TAPEGRAD_TRAIN_CMD_SOURCES
   arch.cpp
   arch_cnn.cpp
   arch_gpt.cpp
+  arch_llama.cpp
   train_cmd.cpp
   train_run.cpp
   train_args.cpp
