@@ -66,6 +66,10 @@ LlamaConfig llama_config_from_json(const std::string& json) {
   if ((!j.contains("num_key_value_heads") || j["num_key_value_heads"].is_null()) &&
       j.contains("num_attention_heads"))
     j["num_key_value_heads"] = j["num_attention_heads"];
+  const LlamaConfig defaults;  // Hugging Face's for the keys a config.json may leave out
+  if (!j.contains("rms_norm_eps")) j["rms_norm_eps"] = defaults.rms_norm_eps;
+  if (!j.contains("rope_theta")) j["rope_theta"] = defaults.rope_theta;
+  if (!j.contains("tie_word_embeddings")) j["tie_word_embeddings"] = defaults.tie_word_embeddings;
   LlamaConfig c;
   config_from_json(j.dump(), config_fields(c));
   return c;

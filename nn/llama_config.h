@@ -18,9 +18,10 @@ namespace tg::nn {
 
 /// The config as JSON text. Throws ValueError for an int64 dtype.
 std::string llama_config_to_json(const LlamaConfig& config);
-/// Parses a config.json: every key above (a missing "dtype" is read from "torch_dtype",
-/// "float32" or "float64"; a missing or null num_key_value_heads is num_attention_heads, as
-/// Hugging Face's). Throws ValueError naming the field.
+/// Parses a config.json: every key above, where Hugging Face's defaults fill the ones it may
+/// leave out (a missing or null num_key_value_heads is num_attention_heads; rms_norm_eps 1e-6,
+/// rope_theta 10000, tie_word_embeddings false) and a missing "dtype" is read from
+/// "torch_dtype" ("float32" or "float64"). Throws ValueError naming the field.
 LlamaConfig llama_config_from_json(const std::string& json);
 
 /// Writes DIR/config.json and DIR/model.safetensors (each atomically; DIR is created). Throws
