@@ -68,6 +68,16 @@ inline double gpt_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t
   return 6 * gpt_params_nonembedding(V, L, C) + 12.0 * L * C * T;
 }
 
+/// The same estimate for a Llama (nn/llama.h): N is every parameter but the embedding table's
+/// (q and o C x C, k and v C x C H_kv / H, the MLP's three C x I, two RMSNorm weights a layer,
+/// the final norm, lm_head V x C), plus 12 L C T for attention.
+inline double llama_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t I, int64_t H,
+                                          int64_t KV, int64_t T) {
+  const double c = C, kv = double(C) * double(KV) / double(H);
+  const double per_layer = 2 * c * c + 2 * c * kv + 3 * c * double(I) + 2 * c;
+  return 6 * (L * per_layer + c + double(V) * c) + 12.0 * L * C * T;
+}
+
 /// An LSTM layer over T steps of B sequences, input I, hidden H: per step the gate products
 /// x W_ih^T (B, I) @ (I, 4H) and h W_hh^T (B, H) @ (H, 4H). Forward + backward (the gradients of
 /// x, h and both weights, two products per forward product) is 3 x that; the elementwise gate

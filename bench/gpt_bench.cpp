@@ -1,7 +1,9 @@
 // nanoGPT's CPU recipe (shakespeare_char on a laptop: 4 layers, 4 heads, 128 channels, block 64,
 // batch 12) as a whole: one training step, greedy generation with the KV cache, and the
 // machine's GEMM peak that the FLOP/s counters are read against. compare_pytorch.py --gpt runs
-// the same training step in PyTorch eager beside BM_GPT_TrainStep.
+// the same training step in PyTorch eager beside BM_GPT_TrainStep. BM_Llama_TrainStep is the
+// Llama's step at the recipe's size (with and without grouped-query attention); both report
+// params x tokens/s, the rate to compare a GPT and a Llama of other parameter counts by.
 
 #include <benchmark/benchmark.h>
 
@@ -12,6 +14,7 @@
 #include <tapegrad/autograd/grad_mode.h>
 #include "bench/flops.h"
 #include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/llama.h>
 #include <tapegrad/ops/ops.h>
 #include <tapegrad/optim/optim.h>
 
@@ -48,7 +51,8 @@ tg::Tensor random_tokens(int64_t V, int64_t B, int64_t T, tg::Rng& rng) {
 
 // One update as tools/train_cmd.cpp makes it (and nanoGPT's train.py): forward, cross-entropy,
 // backward, clip to norm 1, AdamW, zero_grad.
-void train_step(const tg::nn::GPT& model, tg::optim::AdamW& opt, const tg::NamedTensors& params,
+template <class Model>
+void train_step(const Model& model, tg::optim::AdamW& opt, const tg::NamedTensors& params,
                 const tg::Tensor& x, const tg::Tensor& y) {
   const tg::Tensor loss = model.loss(x, y);
   loss.backward();
@@ -57,28 +61,67 @@ void train_step(const tg::nn::GPT& model, tg::optim::AdamW& opt, const tg::Named
   opt.zero_grad();
 }
 
+// The parameters' entries.
+double count(const tg::NamedTensors& params) {
+  double n = 0;
+  for (const auto& [name, p] : params) n += static_cast<double>(p.numel());
+  return n;
+}
+
+// Steps of `model` on random tokens, timed after two warm-up steps (see below).
+template <class Model>
+void time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B, int64_t T,
+                tg::Rng& rng) {
+  const tg::NamedTensors params = model.named_parameters();
+  // nanoGPT's shakespeare_char settings: lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the
+  // matrices and embeddings only.
+  tg::optim::AdamW opt(params, tg::optim::AdamWOptions{1e-3, 0.9, 0.99, 1e-8, 0.1, 2});
+  const tg::Tensor x = random_tokens(V, B, T, rng);
+  const tg::Tensor y = random_tokens(V, B, T, rng);
+  // Two steps outside the timing: the first touches every fresh page (gradients, AdamW's
+  // moments, the allocator's cache), which costs ~100 ms per 32 MB here and is not a step's
+  // steady cost; PyTorch's side warms up the same way.
+  for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y);
+  for (auto _ : st) train_step(model, opt, params, x, y);
+  const double tokens = double(B) * double(T);
+  const auto rate = benchmark::Counter::kIsIterationInvariantRate;
+  st.counters["tokens/s"] = benchmark::Counter(tokens, rate);
+  st.counters["params"] = count(params);
+  st.counters["params*tokens/s"] = benchmark::Counter(tokens * count(params), rate);
+}
+
 template <class T>
 void BM_GPT_TrainStep(benchmark::State& st) {
   const GPTCase c = read_case(st);
   tg::Rng rng(0);
   tg::nn::GPT model(make_config<T>(c), rng);
   model.train();
-  const tg::NamedTensors params = model.named_parameters();
-  // nanoGPT's shakespeare_char settings: lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the
-  // matrices and embeddings only.
-  tg::optim::AdamW opt(params, tg::optim::AdamWOptions{1e-3, 0.9, 0.99, 1e-8, 0.1, 2});
-  const tg::Tensor x = random_tokens(c.V, c.B, c.T, rng);
-  const tg::Tensor y = random_tokens(c.V, c.B, c.T, rng);
-  // Two steps outside the timing: the first touches every fresh page (gradients, AdamW's
-  // moments, the allocator's cache), which costs ~100 ms per 32 MB here and is not a step's
-  // steady cost; PyTorch's side warms up the same way.
-  for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y);
-  for (auto _ : st) train_step(model, opt, params, x, y);
+  time_steps(st, model, c.V, c.B, c.T, rng);
   const double tokens = double(c.B) * double(c.T);
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
-  st.counters["tokens/s"] = benchmark::Counter(tokens, rate);
   st.counters["FLOP/s"] =
       benchmark::Counter(tokens * tg::bench::gpt_train_flops_per_token(c.V, c.L, c.C, c.T), rate);
+}
+
+// The Llama at the recipe's size: V, L, H, H_kv, C, T, B; the MLP 8/3 C wide (344 for 128), as
+// `tapegrad train --arch llama` builds it.
+template <class T>
+void BM_Llama_TrainStep(benchmark::State& st) {
+  const int64_t V = st.range(0), L = st.range(1), H = st.range(2), KV = st.range(3),
+                C = st.range(4), Tn = st.range(5), B = st.range(6);
+  const tg::nn::LlamaConfig config{.vocab_size = V, .hidden_size = C,
+                                   .intermediate_size = (8 * C / 3 + 7) / 8 * 8,
+                                   .num_hidden_layers = L, .num_attention_heads = H,
+                                   .num_key_value_heads = KV, .max_position_embeddings = Tn,
+                                   .dtype = tg::dtype_of<T>()};
+  tg::Rng rng(0);
+  tg::nn::Llama model(config, rng);
+  model.train();
+  time_steps(st, model, V, B, Tn, rng);
+  st.counters["FLOP/s"] = benchmark::Counter(
+      double(B) * double(Tn) *
+          tg::bench::llama_train_flops_per_token(V, L, C, config.intermediate_size, H, KV, Tn),
+      benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The largest logit of the last position: greedy decoding.
@@ -133,6 +176,11 @@ void recipe(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond);
 }
 
+void llama_recipe(benchmark::internal::Benchmark* b) {
+  b->Args({65, 4, 4, 4, 128, 64, 12})->Args({65, 4, 4, 2, 128, 64, 12});
+  b->ArgNames({"V", "L", "H", "KV", "C", "T", "B"})->Unit(benchmark::kMillisecond);
+}
+
 void gemm_size(benchmark::internal::Benchmark* b) {
   b->Args({1024})->ArgNames({"N"})->Unit(benchmark::kMillisecond);
 }
@@ -141,6 +189,8 @@ void gemm_size(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_Llama_TrainStep, float)->Apply(llama_recipe);
+BENCHMARK_TEMPLATE(BM_Llama_TrainStep, double)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_GPT_Sample, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_Sample, double)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_Gemm_Peak, float)->Apply(gemm_size);
