@@ -23,13 +23,6 @@ std::string num(double v) {
   return s;
 }
 
-// Calls f.template operator()<T>() for float, double and int64.
-template <class F>
-void dispatch_any(Dtype d, F&& f) {
-  if (d == Dtype::i64) return f.template operator()<int64_t>();
-  dispatch(d, f);
-}
-
 // v[i] = value(i) for i < n, converted to the dtype.
 template <class Value>
 Tensor fill_1d(int64_t n, Dtype dtype, Value value) {

@@ -33,11 +33,15 @@ std::string sci(double v, int precision) {
   return std::isnan(v) ? "nan" : printf_str("%.*e", precision, v);
 }
 
-// The element values: int64 exactly, the floating dtypes as double (exact for float32 too).
+// The element values: int64 exactly, bool as True / False (PyTorch's), the floating dtypes as
+// double (exact for float32 too).
 struct Values {
   const Tensor& t;
-  bool floating() const { return t.dtype() != Dtype::i64; }
-  int64_t integer(int64_t i) const { return t.data<int64_t>()[i]; }
+  bool floating() const { return is_floating(t.dtype()); }
+  std::string integer(int64_t i) const {
+    if (t.dtype() == Dtype::b8) return t.data<bool>()[i] ? "True" : "False";
+    return std::to_string(t.data<int64_t>()[i]);
+  }
   double real(int64_t i) const {
     return t.dtype() == Dtype::f32 ? t.data<float>()[i] : t.data<double>()[i];
   }
@@ -50,7 +54,7 @@ class Formatter {
       : v_(v), precision_(precision) {
     if (!v.floating()) {
       for (int64_t i : shown)
-        max_width_ = std::max<int>(max_width_, std::to_string(v.integer(i)).size());
+        max_width_ = std::max<int>(max_width_, v.integer(i).size());
       return;
     }
     std::vector<double> finite;  // the nonzero finite values
@@ -75,7 +79,7 @@ class Formatter {
   std::string format(int64_t i) const {
     std::string s;
     if (!v_.floating()) {
-      s = std::to_string(v_.integer(i));
+      s = v_.integer(i);
     } else {
       const double x = v_.real(i);
       if (sci_mode_)
@@ -229,7 +233,7 @@ std::string Tensor::str(int precision) const {
       suffixes.push_back(std::string("dtype=") + dtype_name(dtype()));
     body = "[]";
   } else {
-    if (dtype() != get_default_dtype() && dtype() != Dtype::i64)
+    if (dtype() != get_default_dtype() && is_floating(dtype()))
       suffixes.push_back(std::string("dtype=") + dtype_name(dtype()));
     body = Printer(*this, precision).str(0, 0, indent);
   }

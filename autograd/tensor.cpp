@@ -36,7 +36,8 @@ Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(detail::make_pooled<Tens
 
 void throw_not_floating(Dtype d) {
   throw ValueError(std::string("expected a float32 or float64 tensor, got ") + dtype_name(d) +
-                   " (int64 tensors hold indices: only embedding and cross_entropy take them)");
+                   (d == Dtype::b8 ? " (bool tensors are masks: only where and masked_fill take them)"
+                                   : " (int64 tensors hold indices: only the index ops take them)"));
 }
 
 void Tensor::throw_undefined() { throw ValueError("Tensor: use of an undefined tensor"); }
@@ -54,17 +55,12 @@ double Tensor::item() const {
 }
 
 double Tensor::to_double(int64_t flat) const {
-  if (dtype() == Dtype::i64) return static_cast<double>(data<int64_t>()[flat]);
-  return dispatch(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[flat]); });
+  return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[flat]); });
 }
 
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
   const int64_t flat = flat_index(index, "set");
-  if (dtype() == Dtype::i64) {
-    data<int64_t>()[flat] = static_cast<int64_t>(value);
-    return;
-  }
-  dispatch(dtype(), [&]<class T>() { data<T>()[flat] = static_cast<T>(value); });
+  dispatch_any(dtype(), [&]<class T>() { data<T>()[flat] = static_cast<T>(value); });
 }
 
 int64_t Tensor::flat_index(std::initializer_list<int64_t> index, const char* who) const {
@@ -167,15 +163,6 @@ Tensor Tensor::clone(const std::source_location& where) const {
   });
 }
 
-namespace {
-// Calls f.template operator()<T>() for any dtype, int64 included (conversions only).
-template <class F>
-void dispatch_any(Dtype d, F&& f) {
-  if (d == Dtype::i64) return f.template operator()<int64_t>();
-  dispatch(d, f);
-}
-}  // namespace
-
 // to: Y = X converted;  dX = dY converted back (an int64 result is not differentiable)
 Tensor Tensor::to(Dtype d, const std::source_location& where) const {
   Tensor out(shape(), d);
@@ -184,7 +171,7 @@ Tensor Tensor::to(Dtype d, const std::source_location& where) const {
       const S* src = data<S>();
       D* dst = out.data<D>();
       for (int64_t i = 0; i < numel(); ++i) {
-        if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>)
+        if constexpr (std::is_same_v<D, int64_t> && std::is_floating_point_v<S>)
           // A NaN, an infinity or a value past int64 has no int64 (the cast would be undefined).
           if (!(src[i] >= S(-9223372036854775808.0) && src[i] < S(9223372036854775808.0)))
             throw ValueError("to: element " + shape().index_str(i) + " of a " +
@@ -227,6 +214,15 @@ Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape) {
                      " values do not fill shape " + shape.str());
   Tensor t(shape, Dtype::i64);
   std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
+
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError("from_bools: " + std::to_string(values.size()) +
+                     " values do not fill shape " + shape.str());
+  Tensor t(shape, Dtype::b8);
+  std::copy(values.begin(), values.end(), t.data<bool>());
   return t;
 }
 

@@ -177,6 +177,9 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                    Dtype dtype = get_default_dtype());
 /// An int64 tensor (token indices) from row-major values; throws ShapeError on a count mismatch.
 Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
+/// A bool tensor (a mask for where and masked_fill) of `values` in row-major order. Throws
+/// ShapeError when their count is not the shape's.
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
 /// Standard normal entries times `stddev`.
 Tensor randn(const Shape& shape, Rng& rng, Dtype dtype = get_default_dtype(), double stddev = 1.0);
 /// Uniform entries in [lo, hi).

@@ -1,4 +1,5 @@
-// Op cases for sigmoid, silu, softplus, abs, pow, clamp, maximum, minimum and rms_norm. Ties of
+// Op cases for sigmoid, silu, softplus, abs, pow, clamp, maximum, minimum, rms_norm, where and
+// masked_fill (their bool masks fixed patterns, or a comparison of an input). Ties of
 // maximum / minimum are checkable by finite differences (the central difference at a tie is
 // the half-and-half split); clamp at its bounds is not (it sees the one-sided average 1/2 where
 // PyTorch passes 1), so those values are checked against PyTorch in tests/ops_torch_test.cpp.
@@ -122,12 +123,74 @@ void rms_norm_cases(Table& t) {
           [](const Tensor& x) { return rms_norm(add(scale(x, 30.0), constant(100.0, x)), Tensor(), 1e-6); });
 }
 
+// A fixed mask of shape s: element i holds unless i % every == 0.
+Tensor pattern(const Shape& s, int64_t every) {
+  std::vector<bool> v(s.numel());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i) % every != 0;
+  return from_bools(v, s);
+}
+
+void mask_cases(Table& t) {
+  struct Shapes {
+    const char* name;
+    Shape cond, a, b;
+  };
+  const Shapes shapes[] = {{"2d", {2, 3}, {2, 3}, {2, 3}},
+                           {"1xN", {1, 5}, {1, 5}, {1, 5}},
+                           {"Nx1", {4, 1}, {4, 1}, {4, 1}},
+                           {"rank0", {}, {}, {}},
+                           {"rank4", {2, 1, 2, 3}, {2, 1, 2, 3}, {2, 1, 2, 3}},
+                           {"cond_broadcasts", {1, 3}, {2, 3}, {2, 3}},
+                           {"A_and_B_broadcast", {2, 3, 4}, {3, 1}, {4}},
+                           {"all_broadcast", {2, 1, 4}, {1, 3, 1}, {3, 4}},
+                           {"B_scalar", {3, 4}, {3, 4}, {}}};
+  for (const Shapes& s : shapes) {
+    const Tensor cond = pattern(s.cond, 3);
+    t.add("where", s.name, {s.a, s.b}, [cond](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{where(cond, x[0], x[1])};
+    });
+  }
+  // the mask every element or none: all the gradient to one side
+  for (const auto& [name, every] : {std::pair{"cond_all", int64_t{1 << 30}}, std::pair{"cond_none", int64_t{1}}}) {
+    const Tensor cond = pattern({2, 3}, every);
+    t.add("where", name, {{2, 3}, {2, 3}}, [cond](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{mul(where(cond, x[0], x[1]), x[0])};
+    });
+  }
+  // a mask from a comparison of the inputs themselves (a ReLU-like kink, kept away from 0)
+  t.add_inputs("where", "cond_from_gt", {from_vector({-1.5, 0.7, 2, -0.3, 1.1, -2.2}, {2, 3}, Dtype::f64)},
+               one([](const Tensor& x) { return where(gt(x, 0.0), mul(x, x), scale(x, -0.5)); }));
+  t.unary("where", "scalar_other_side", {3, 4},
+          [](const Tensor& x) { return where(pattern(x.shape(), 2), x, 2.5); });
+
+  const std::pair<const char*, Shape> fills[] = {
+      {"2d", {2, 3}}, {"1xN", {1, 5}}, {"Nx1", {4, 1}}, {"rank0", {}}, {"rank3", {2, 3, 2}},
+      {"rank4", {2, 1, 2, 3}}};
+  for (const auto& [name, s] : fills) {
+    const Tensor mask = pattern(s, 2);
+    t.unary("masked_fill", name, s, [mask](const Tensor& x) { return masked_fill(x, mask, -0.75); });
+  }
+  const Tensor row = pattern({1, 4}, 3), col = pattern({3, 1}, 2);
+  t.unary("masked_fill", "mask_broadcasts_rows", {3, 4}, [row](const Tensor& x) { return masked_fill(x, row, 1.0); });
+  t.unary("masked_fill", "mask_broadcasts_cols", {3, 4}, [col](const Tensor& x) { return masked_fill(x, col, 0.0); });
+  // -inf fill before a softmax: a masked attention row
+  const Tensor causal = [] {
+    std::vector<bool> v(16);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) v[i * 4 + j] = j > i;
+    return from_bools(v, {4, 4});
+  }();
+  t.unary("masked_fill", "minus_inf_then_softmax", {2, 4, 4},
+          [causal](const Tensor& x) { return softmax(masked_fill(x, causal, -kInf)); });
+}
+
 }  // namespace
 
 void elementwise_op_cases(Table& t) {
   unary_cases(t);
   binary_cases(t);
   rms_norm_cases(t);
+  mask_cases(t);
 }
 
 }  // namespace tg::detail

@@ -300,7 +300,10 @@ int64_t data_bytes(const NpyHeader& h, const std::string& name) {
 // the data starts at a multiple of 64 bytes, as numpy does. Version 2.0 only when the header
 // would not fit a 16-bit length (it always fits for rank <= 4).
 std::string npy_preamble(const Tensor& t) {
-  const char* descr = t.dtype() == Dtype::f32 ? "<f4" : t.dtype() == Dtype::f64 ? "<f8" : "<i8";
+  const char* descr = t.dtype() == Dtype::f32   ? "<f4"
+                      : t.dtype() == Dtype::f64 ? "<f8"
+                      : t.dtype() == Dtype::i64 ? "<i8"
+                                                : "|b1";  // numpy's bool
   const std::string dict = std::string("{'descr': '") + descr +
                            "', 'fortran_order': False, 'shape': " + t.shape().str() + ", }";
   const auto padded = [&](std::size_t prefix) {

@@ -23,7 +23,7 @@ Tensor read_npy(const std::string& path, NpyAccept accept = NpyAccept::floats);
 Tensor read_npy_bytes(const std::string& bytes, const std::string& name,
                       NpyAccept accept = NpyAccept::floats);
 
-/// Writes `t` ('<f4', '<f8', or '<i8' for int64) as a version 1.0 .npy file via a temporary file
+/// Writes `t` ('<f4', '<f8', '<i8' for int64, '|b1' for bool) as a version 1.0 .npy file via a temporary file
 /// and a rename, so a failure never leaves a partial file; throws IoError naming `path`
 /// (ValueError for an undefined tensor).
 void write_npy(const std::string& path, const Tensor& t);

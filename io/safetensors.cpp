@@ -38,7 +38,8 @@ struct DtypeCode {
   const char* code;
   Dtype dtype;
 };
-constexpr DtypeCode kDtypes[] = {{"F32", Dtype::f32}, {"F64", Dtype::f64}, {"I64", Dtype::i64}};
+constexpr DtypeCode kDtypes[] = {
+    {"F32", Dtype::f32}, {"F64", Dtype::f64}, {"I64", Dtype::i64}, {"BOOL", Dtype::b8}};
 
 const char* dtype_code(Dtype d) {
   for (const DtypeCode& c : kDtypes)
@@ -111,7 +112,7 @@ Dtype parse_dtype(const Json& v, const std::string& tensor, const std::string& n
   if (v.is_string())
     for (const DtypeCode& c : kDtypes)
       if (v.get_ref<const std::string&>() == c.code) return c.dtype;
-  fail(name, tensor + " has unsupported dtype " + shown(v) + " (only F32, F64 and I64 are)");
+  fail(name, tensor + " has unsupported dtype " + shown(v) + " (only F32, F64, I64 and BOOL are)");
 }
 
 Shape parse_shape(const Json& v, const std::string& tensor, const std::string& name) {
@@ -282,6 +283,12 @@ SafeTensors parse_safetensors(std::string_view bytes, const std::string& name) {
   check_layout(entries, data.size(), name);
 
   for (Entry& e : entries) {
+    if (e.dtype == Dtype::b8)  // a bool is the byte 0 or 1; any other byte is no bool
+      for (uint64_t i = e.begin; i < e.end; ++i)
+        if (static_cast<unsigned char>(data[i]) > 1)
+          fail(name, "tensor '" + printable(e.name) + "' is BOOL but its byte " +
+                         std::to_string(i - e.begin) + " is " +
+                         std::to_string(static_cast<unsigned char>(data[i])) + ", not 0 or 1");
     Tensor t(e.shape, e.dtype);
     if (e.end > e.begin)
       std::memcpy(t.impl().storage->data(), data.data() + e.begin, e.end - e.begin);

@@ -19,6 +19,7 @@ namespace {
 
 Tensor extreme_value(const char* op, const Tensor& X, int axis, bool keepdim, bool largest,
                      const std::source_location& where) {
+  detail::check_floating(op, X);
   const Tensor idx = detail::extreme_indices(op, X, axis, keepdim, largest);  // checks X and axis
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), axis, keepdim, op);
   Tensor Y(r.out, X.dtype()), S(X.shape(), X.dtype());

@@ -13,6 +13,7 @@
 namespace tg {
 
 Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_location& where) {
+  detail::check_floating("broadcast_to", X);
   detail::check_defined("broadcast_to", X, "input");
   if (broadcast_shapes(X.shape(), shape, "broadcast_to") != shape)
     throw ShapeError("broadcast_to: shape " + X.shape().str() + " does not broadcast to " +

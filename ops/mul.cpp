@@ -4,11 +4,13 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 
 Tensor mul(const Tensor& A, const Tensor& B, const std::source_location& where) {
+  detail::check_floating("mul", A);
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("mul", A, B, [](auto x, auto y) { return x * y; });
   });

@@ -19,15 +19,6 @@ namespace tg {
 
 namespace {
 
-// Every element type, the int64 indices included: narrow and cat only move elements.
-template <class F>
-void with_type(Dtype d, F&& f) {
-  if (d == Dtype::i64)
-    f.template operator()<int64_t>();
-  else
-    dispatch(d, std::forward<F>(f));
-}
-
 // A tensor seen along one axis as (outer, n, inner), row-major.
 struct AxisView {
   int64_t outer = 1, n = 0, inner = 1;
@@ -41,12 +32,13 @@ AxisView view_along(const Shape& s, int axis) {
   return v;
 }
 
-// Copies `len` positions along the axis, from `src` at `src_at` into `dst` at `dst_at`.
+// Copies `len` positions along the axis (of any dtype, int64 indices and bool masks included:
+// narrow and cat only move elements), from `src` at `src_at` into `dst` at `dst_at`.
 void copy_along(const Tensor& src, int64_t src_at, Tensor& dst, int64_t dst_at, int64_t len,
                 int axis) {
   const AxisView s = view_along(src.shape(), axis), d = view_along(dst.shape(), axis);
   if (len == 0 || s.outer == 0 || s.inner == 0) return;
-  with_type(src.dtype(), [&]<class T>() {
+  dispatch_any(src.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* pd = dst.data<T>();
     const int64_t block = len * s.inner;

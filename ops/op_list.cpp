@@ -26,6 +26,13 @@ Tensor axis_indices(const Shape& s, int64_t n) {
   return from_indices(v, s);
 }
 
+// A fixed mask for where and masked_fill: two of every three elements hold.
+Tensor sample_mask(const Shape& s) {
+  std::vector<bool> v(s.numel());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = (i * 7919) % 3 != 0;
+  return from_bools(v, s);
+}
+
 std::vector<OpInfo> rows() {
   const OpKind unary = OpKind::unary, binary = OpKind::binary, other = OpKind::other;
   const OpDomain real = OpDomain::real, positive = OpDomain::positive;
@@ -100,6 +107,8 @@ std::vector<OpInfo> rows() {
       {"log_softmax", other, real, {scores}, [](X x) { return log_softmax(x[0]); }},
       {"log_softmax_dim", other, real, {scores}, [](X x) { return log_softmax(x[0], -2); }},
       {"logsumexp", other, real, {scores}, [](X x) { return logsumexp(x[0], -1); }},
+      {"masked_fill", other, real, {act},
+       [](X x) { return masked_fill(x[0], sample_mask(x[0].shape()), -1.5); }},
       {"matmul", other, real, {act, {kD, kD}}, [](X x) { return matmul(x[0], x[1]); }},
       {"max", other, real, {scores}, [](X x) { return max(x[0], -1).values; }},
       {"max_pool1d", other, real, {{64, 64, 256}}, [](X x) { return max_pool1d(x[0], 2); }},
@@ -144,6 +153,8 @@ std::vector<OpInfo> rows() {
       {"transpose_dims", other, real, {{2, kT, 4, kD}}, [](X x) { return transpose(x[0], 1, 2); }},
       {"unsqueeze", other, real, {act}, [](X x) { return unsqueeze(x[0], -2); }},
       {"var", other, real, {act}, [](X x) { return var(x[0], -1); }},
+      {"where", other, real, {act, act},
+       [](X x) { return where(sample_mask(x[0].shape()), x[0], x[1]); }},
   };
 }
 

@@ -11,6 +11,7 @@
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
 #include <tapegrad/ops/clamp.h>
+#include <tapegrad/ops/compare.h>
 #include <tapegrad/ops/conv.h>
 #include <tapegrad/ops/cross_entropy.h>
 #include <tapegrad/ops/div.h>
@@ -28,6 +29,7 @@
 #include <tapegrad/ops/log_softmax.h>
 #include <tapegrad/ops/logsumexp.h>
 #include <tapegrad/ops/loss_reduction.h>
+#include <tapegrad/ops/masked_fill.h>
 #include <tapegrad/ops/matmul.h>
 #include <tapegrad/ops/max.h>
 #include <tapegrad/ops/maximum.h>
@@ -62,3 +64,4 @@
 #include <tapegrad/ops/threads.h>
 #include <tapegrad/ops/transpose.h>
 #include <tapegrad/ops/var.h>
+#include <tapegrad/ops/where.h>

@@ -16,6 +16,7 @@ std::string perm_str(const std::vector<int>& p) {
 }  // namespace
 
 Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_location& where) {
+  detail::check_floating("permute", X);
   detail::check_defined("permute", X, "input");
   const int r = X.rank();
   std::array<bool, kMaxRank> seen{};

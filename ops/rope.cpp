@@ -13,6 +13,7 @@
 namespace tg {
 
 Tensor rope(const Tensor& X, double base, bool inverse, const std::source_location& where) {
+  detail::check_floating("rope", X);
   detail::check_min_rank("rope", X, 2);
   const int64_t T = X.size(-2), d_h = X.size(-1);
   if (d_h % 2 != 0)

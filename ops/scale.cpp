@@ -8,6 +8,7 @@
 namespace tg {
 
 Tensor scale(const Tensor& X, double c, const std::source_location& where) {
+  detail::check_floating("scale", X);
   detail::check_defined("scale", X, "input");
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {

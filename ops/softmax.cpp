@@ -39,6 +39,7 @@ void softmax_slice(const In& x, Out&& y) {
 }  // namespace
 
 Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
+  detail::check_floating("softmax", X);
   detail::check_min_rank("softmax", X, 1);
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), dim, true, "softmax");
   Tensor Y(X.shape(), X.dtype());

@@ -11,6 +11,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
   ops/clamp.cpp
+  ops/compare.cpp
   ops/conv.cpp
   ops/cross_entropy.cpp
   ops/div.cpp
@@ -30,6 +31,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/log_softmax.cpp
   ops/logsumexp.cpp
   ops/loss_reduction.cpp
+  ops/masked_fill.cpp
   ops/matmul.cpp
   ops/max.cpp
   ops/maximum.cpp
@@ -65,4 +67,5 @@ list(APPEND TAPEGRAD_SOURCES
   ops/threads.cpp
   ops/transpose.cpp
   ops/var.cpp
+  ops/where.cpp
 )

@@ -4,12 +4,14 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/elementwise.h>
+#include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/scale.h>
 #include <tapegrad/ops/sum_to.h>
 
 namespace tg {
 
 Tensor sub(const Tensor& A, const Tensor& B, const std::source_location& where) {
+  detail::check_floating("sub", A);
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("sub", A, B, [](auto x, auto y) { return x - y; });
   });

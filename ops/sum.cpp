@@ -13,6 +13,7 @@
 namespace tg {
 
 Tensor sum(const Tensor& X, const std::source_location& where) {
+  detail::check_floating("sum", X);
   detail::check_defined("sum", X, "input");
   Tensor Y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
@@ -24,6 +25,7 @@ Tensor sum(const Tensor& X, const std::source_location& where) {
 }
 
 Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& where) {
+  detail::check_floating("sum", X);
   detail::check_defined("sum", X, "input");
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), axis, keepdim, "sum");
   Tensor Y(r.out, X.dtype());
@@ -35,6 +37,7 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
 
 Tensor sum(const Tensor& X, const std::vector<int>& dims, bool keepdim,
            const std::source_location& where) {
+  detail::check_floating("sum", X);
   detail::check_defined("sum", X, "input");
   const detail::AxesReduction r = detail::axes_reduction(X.shape(), dims, keepdim, "sum");
   if (dims.size() == 1) return sum(X, dims[0], keepdim, where);  // the one-axis kernel

@@ -12,6 +12,7 @@
 namespace tg {
 
 Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
+  detail::check_floating("sum_of_squares", X);
   detail::check_defined("sum_of_squares", X, "input");
   Tensor y(Shape{}, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {

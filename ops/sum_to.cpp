@@ -28,6 +28,7 @@ void check_broadcasts(const char* op, const Shape& small, const Shape& big) {
 }  // namespace
 
 Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& where) {
+  detail::check_floating("sum_to", X);
   detail::check_defined("sum_to", X, "input");
   check_broadcasts("sum_to", shape, X.shape());
   if (X.shape() == shape) return X;

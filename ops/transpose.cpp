@@ -28,6 +28,7 @@ int transpose_axis(int dim, const Tensor& X) {
 }  // namespace
 
 Tensor transpose(const Tensor& X, int dim0, int dim1, const std::source_location& where) {
+  detail::check_floating("transpose", X);
   detail::check_defined("transpose", X, "input");
   const int r = X.rank(), a = transpose_axis(dim0, X), b = transpose_axis(dim1, X);
   if (std::min(a, b) != r - 2 || std::max(a, b) != r - 1) {

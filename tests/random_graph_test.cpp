@@ -151,6 +151,7 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"log_softmax_dim", "the registry covers its dims"},
       {"logsumexp", "the registry covers its axes"},
       {"max", "reduces an axis: the registry covers its axes, PyTorch its ties"},
+      {"masked_fill", "a bool mask that broadcasts to its input: the registry covers its masks"},
       {"max_pool1d", "(N, C, L) inputs and a kernel that fits"},
       {"max_pool2d", "(N, C, H, W) inputs and a kernel that fits"},
       {"mean", "the registry covers its axes"},
@@ -170,6 +171,7 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"transpose_dims", "the registry covers its dims"},
       {"unsqueeze", "a result within the largest rank"},
       {"var", "the registry covers its axes"},
+      {"where", "a bool condition: the registry covers its broadcasting"},
   };
   for (const tg::OpInfo& op : tg::op_list()) {
     const bool by_hand = std::find(std::begin(kOpName), std::end(kOpName),

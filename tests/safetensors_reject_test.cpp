@@ -76,7 +76,7 @@ std::vector<BadFile> bad_files() {
        "tensor 'a' has an unexpected key 'x'"},
       // dtypes
       {"BF16", one("\"BF16\"", "[4]", "[0,8]"),
-       "tensor 'a' has unsupported dtype \"BF16\" (only F32, F64 and I64"},
+       "tensor 'a' has unsupported dtype \"BF16\" (only F32, F64, I64 and BOOL"},
       {"I32", one("\"I32\"", "[2]", "[0,8]"), "unsupported dtype \"I32\""},
       {"lower case", one("\"f32\"", "[2]", "[0,8]"), "unsupported dtype \"f32\""},
       {"dtype a number", one("4", "[2]", "[0,8]"), "unsupported dtype 4"},
