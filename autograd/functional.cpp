@@ -259,6 +259,38 @@ std::vector<Tensor> one_or_none(const Tensor& t) {
   return t.defined() ? std::vector<Tensor>{t} : std::vector<Tensor>{};
 }
 
+enum class Product { vhp, hvp };
+
+// vhp's v^T H or hvp's H v (see the top), f(x) beside it.
+HessianProduct<std::vector<Tensor>> hessian_product(const Function& f,
+                                                    const std::vector<Tensor>& xs,
+                                                    const std::vector<Tensor>& v,
+                                                    const FunctionalOptions& options, Product kind) {
+  const std::string who = kind == Product::vhp ? "vhp" : "hvp";
+  const bool graph = options.create_graph;
+  GradientOf s = gradient_of(f, xs, v, options, who);
+  std::vector<Tensor> p;
+  if (kind == Product::vhp) {
+    // v^T H = d<grad f, v>/dx.
+    p = grads_or_none(s.g, s.in, s.v, graph, /*retain_graph=*/graph);
+  } else {
+    // w(u) = d<grad f, u>/dx = H^T u is linear in u; its vjp with v, d<w, v>/du, is H v.
+    std::vector<Tensor> u;
+    for (const Tensor& x : s.in) u.push_back(zeros_like(x).set_requires_grad());
+    const std::vector<Tensor> w =
+        grads_or_none(s.g, s.in, u, /*create_graph=*/true, /*retain_graph=*/true);
+    p = grads_or_none(w, u, s.v, graph, /*retain_graph=*/graph);
+  }
+  p = fill_in_zeros(std::move(p), s.in, options,
+                    kind == Product::vhp ? Stage::double_back : Stage::double_back_trick, who);
+  return {finished({s.y}, graph)[0], finished(std::move(p), graph)};
+}
+HessianProduct<Tensor> hessian_product(const TensorFunction& f, const Tensor& x, const Tensor& v,
+                                       const FunctionalOptions& options, Product kind) {
+  auto r = hessian_product(of_vectors(f), {x}, one_or_none(v), options, kind);
+  return {r.output, r.product[0]};
+}
+
 }  // namespace
 
 VjpResult<std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>& primals,
@@ -318,41 +350,21 @@ Tensor hessian(const TensorFunction& f, const Tensor& input, const FunctionalOpt
 HessianProduct<std::vector<Tensor>> vhp(const Function& f, const std::vector<Tensor>& inputs,
                                         const std::vector<Tensor>& v,
                                         const FunctionalOptions& options) {
-  const std::string who = "vhp";
-  GradientOf s = gradient_of(f, inputs, v, options, who);
-  // v^T H = d<grad f, v>/dx.
-  std::vector<Tensor> vh =
-      grads_or_none(s.g, s.in, s.v, options.create_graph, /*retain_graph=*/options.create_graph);
-  vh = fill_in_zeros(std::move(vh), s.in, options, Stage::double_back, who);
-  return {finished({s.y}, options.create_graph)[0], finished(std::move(vh), options.create_graph)};
+  return hessian_product(f, inputs, v, options, Product::vhp);
+}
+HessianProduct<std::vector<Tensor>> hvp(const Function& f, const std::vector<Tensor>& inputs,
+                                        const std::vector<Tensor>& v,
+                                        const FunctionalOptions& options) {
+  return hessian_product(f, inputs, v, options, Product::hvp);
 }
 
 HessianProduct<Tensor> vhp(const TensorFunction& f, const Tensor& input, const Tensor& v,
                            const FunctionalOptions& options) {
-  auto r = vhp(of_vectors(f), {input}, one_or_none(v), options);
-  return {r.output, r.product[0]};
+  return hessian_product(f, input, v, options, Product::vhp);
 }
-
-HessianProduct<std::vector<Tensor>> hvp(const Function& f, const std::vector<Tensor>& inputs,
-                                        const std::vector<Tensor>& v,
-                                        const FunctionalOptions& options) {
-  const std::string who = "hvp";
-  GradientOf s = gradient_of(f, inputs, v, options, who);
-  // w(u) = d<grad f, u>/dx = H^T u is linear in u; its vjp with v, d<w, v>/du, is H v.
-  std::vector<Tensor> u;
-  for (const Tensor& x : s.in) u.push_back(zeros_like(x).set_requires_grad());
-  const std::vector<Tensor> w =
-      grads_or_none(s.g, s.in, u, /*create_graph=*/true, /*retain_graph=*/true);
-  std::vector<Tensor> hv =
-      grads_or_none(w, u, s.v, options.create_graph, /*retain_graph=*/options.create_graph);
-  hv = fill_in_zeros(std::move(hv), s.in, options, Stage::double_back_trick, who);
-  return {finished({s.y}, options.create_graph)[0], finished(std::move(hv), options.create_graph)};
-}
-
 HessianProduct<Tensor> hvp(const TensorFunction& f, const Tensor& input, const Tensor& v,
                            const FunctionalOptions& options) {
-  auto r = hvp(of_vectors(f), {input}, one_or_none(v), options);
-  return {r.output, r.product[0]};
+  return hessian_product(f, input, v, options, Product::hvp);
 }
 
 }  // namespace tg

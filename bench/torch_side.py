@@ -132,20 +132,27 @@ def nanogpt_init(model, layers):
         torch.nn.init.normal_(p, 0.0, std)
 
 
-def gpt(dtype, threads, min_time):
-    """One nanoGPT training step, as BM_GPT_TrainStep: forward, cross-entropy, backward,
-    clip_grad_norm_ 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2,
-    torch 1.13's CPU default: the single-tensor loop, foreach off), zero_grad(set_to_none) as
-    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf)."""
+def initialised_gpt(r, dtype, threads):
+    """The reference GPT of recipe r (bias, GELU tanh) in dtype, which also becomes the default,
+    with nanoGPT's init from seed 0, at `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    r = GPT_RECIPE
     torch.set_default_dtype(torch.float32 if dtype == "float" else torch.float64)
     args = types.SimpleNamespace(vocab=r["vocab"], block=r["block"], layers=r["layers"],
                                  heads=r["heads"], embd=r["embd"], bias=True, gelu="tanh",
                                  attention_only=False)
     model = reference_gpt()(args)
     nanogpt_init(model, r["layers"])
+    return model
+
+
+def gpt(dtype, threads, min_time):
+    """One nanoGPT training step, as BM_GPT_TrainStep: forward, cross-entropy, backward,
+    clip_grad_norm_ 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2,
+    torch 1.13's CPU default: the single-tensor loop, foreach off), zero_grad(set_to_none) as
+    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf)."""
+    r = GPT_RECIPE
+    model = initialised_gpt(r, dtype, threads)
     model.train()
     params = list(model.parameters())  # wte once: the head is tied to it
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
@@ -186,15 +193,8 @@ def hvp_gpt(dtype, threads, min_time):
     """torch.autograd.functional.hvp of the small GPT's loss (tests/gpt_reference.py's model,
     dropout 0) in all its parameters, as BM_Functional_HvpGpt."""
     from torch.nn.utils.stateless import functional_call
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
     r = HVP_GPT
-    torch.set_default_dtype(torch.float32 if dtype == "float" else torch.float64)
-    args = types.SimpleNamespace(vocab=r["vocab"], block=r["block"], layers=r["layers"],
-                                 heads=r["heads"], embd=r["embd"], bias=True, gelu="tanh",
-                                 attention_only=False)
-    model = reference_gpt()(args)
-    nanogpt_init(model, r["layers"])
+    model = initialised_gpt(r, dtype, threads)
     names = [n for n, _ in model.named_parameters()]
     params = tuple(p.detach() for _, p in model.named_parameters())
     v = tuple(torch.randn_like(p) for p in params)
