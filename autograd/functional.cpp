@@ -40,15 +40,11 @@ std::vector<Tensor> fresh_inputs(const std::vector<Tensor>& xs, bool create_grap
   return in;
 }
 
-// f's outputs, computed with grad mode on; at least one, each a float tensor (with strict, each
+// f's outputs (grad mode is on: every entry point turns it on); at least one, each a float tensor (with strict, each
 // requiring grad).
 std::vector<Tensor> call(const Function& f, const std::vector<Tensor>& in, bool strict,
                          const std::string& who) {
-  std::vector<Tensor> out;
-  {
-    const GradModeGuard on(true);
-    out = f(in);
-  }
+  const std::vector<Tensor> out = f(in);
   if (out.empty())
     throw ValueError(who + ": the function returned no outputs; it must return at least one tensor");
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -172,6 +168,7 @@ Tensor assembled(const std::vector<Tensor>& rows, const Shape& y, const Shape& b
 
 Jacobian jacobian_of(const Function& f, const std::vector<Tensor>& xs,
                      const FunctionalOptions& options, const std::string& who) {
+  const GradModeGuard on(true);  // under a NoGradGuard too, as PyTorch's enable_grad
   const std::vector<Tensor> in = fresh_inputs(xs, options.create_graph, who);
   const std::vector<Tensor> out = call(f, in, options.strict, who);
   std::vector<std::vector<Shape>> blocks(out.size());
@@ -268,6 +265,7 @@ HessianProduct<std::vector<Tensor>> hessian_product(const Function& f,
                                                     const FunctionalOptions& options, Product kind) {
   const std::string who = kind == Product::vhp ? "vhp" : "hvp";
   const bool graph = options.create_graph;
+  const GradModeGuard on(true);
   GradientOf s = gradient_of(f, xs, v, options, who);
   std::vector<Tensor> p;
   if (kind == Product::vhp) {
@@ -297,6 +295,7 @@ VjpResult<std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>&
                                    const std::vector<Tensor>& cotangents,
                                    const FunctionalOptions& options) {
   const std::string who = "vjp";
+  const GradModeGuard on(true);
   const std::vector<Tensor> in = fresh_inputs(primals, options.create_graph, who);
   const std::vector<Tensor> out = call(f, in, options.strict, who);
   const std::vector<Tensor> v = checked_v(cotangents, out, "output", options.create_graph, who);

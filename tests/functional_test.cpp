@@ -211,6 +211,25 @@ TEST(Functional, OneTensorFormsEqualTheVectorForms) {
   EXPECT_NEAR(hvp(s, c).product.item(), hessian(s, c).item(), 1e-15);
 }
 
+// f(x) = x: the Jacobian is the identity (the output is the input itself, a leaf). And under a
+// NoGradGuard the functions still record what create_graph asks for (PyTorch's enable_grad).
+TEST(Functional, IdentityAndUnderNoGradGuard) {
+  Rng rng(12);
+  const Tensor x = randn({2, 3}, rng, Dtype::f64);
+  const Tensor I = jacobian([](const Tensor& t) { return t; }, x);
+  EXPECT_EQ(I.shape(), Shape({2, 3, 2, 3}));
+  EXPECT_EQ(I.to_vector(), reshape(eye(6, Dtype::f64), {2, 3, 2, 3}).to_vector());
+  const TensorFunction f = [](const Tensor& t) { return mul(t, tanh(t)); };
+  const Tensor want = jacobian(f, x);
+  Tensor w = x.detach().clone().set_requires_grad();
+  const NoGradGuard off;
+  const Tensor J = jacobian(f, w, {.create_graph = true});
+  EXPECT_TRUE(J.requires_grad());
+  EXPECT_EQ(J.to_vector(), want.to_vector());
+  EXPECT_TRUE(hvp([](const Tensor& t) { return sum(mul(t, exp(t))); }, w, x,
+                  {.create_graph = true}).product.requires_grad());
+}
+
 // The Jacobian with create_graph is a function of x again: its derivative (by the tape) against
 // central differences of the Jacobian computed without.
 TEST(Functional, CreateGraphResultsDifferentiateAgain) {
