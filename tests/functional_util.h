@@ -57,7 +57,7 @@ inline Model mlp_model(Rng& rng) {
     const Tensor d = sub(mlp_forward(x), t);
     return std::vector<Tensor>{mean(mul(d, d))};
   };
-  m.x.push_back(t);  // not an input of f: kept for PyTorch's side (see split_targets)
+  m.x.push_back(t);  // not an input of f: kept for PyTorch's side (see inputs_of)
   return m;
 }
 
