@@ -192,14 +192,16 @@ class Pass {
       if (y.is_leaf()) tell_ready(y.impl_ptr(), *leaf(y.impl_ptr().get()));
   }
 
-  // tg::grad's answer: each input's gradient, zeros where none arrived.
+  // tg::grad's answer: each input's gradient, zeros (or undefined, PyTorch's None for the
+  // functional API) where none arrived.
   std::vector<Tensor> input_grads() {
     const std::vector<Tensor>& inputs = *call_.inputs;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& x = inputs[i];
       if (LeafState* l = x.is_leaf() ? leaf(x.impl_ptr().get()) : nullptr; l && l->grad)
         captured_[i] = Tensor(hooked(*l));
-      if (!captured_[i].defined()) captured_[i] = zeros(x.shape(), x.dtype());
+      if (!captured_[i].defined() && call_.zeros_for_unused)
+        captured_[i] = zeros(x.shape(), x.dtype());
     }
     return std::move(captured_);
   }

@@ -76,6 +76,7 @@ struct BackwardCall {
   bool retain_graph = false;
   bool create_graph = false;
   std::source_location where;  // the user's backward() or grad() call
+  bool zeros_for_unused = true;  // else an input no gradient reaches gets an undefined tensor
   const char* who() const { return inputs ? "grad" : "backward"; }  // for messages
 };
 /// Makes this thread's pass state (see make_node). Never throws but for a MemoryError.

@@ -36,9 +36,15 @@ libtorch-dev), under the same allocators and thread caps.
 first and ended after the last), as on a shared machine, and checks that tapegrad at 2 threads
 takes at most 1.2x its 1-thread time under the same load, for every case and the GPT step.
 
+--functional times the functional API at one thread (bench/functional_bench.cpp beside
+torch.autograd.functional, under the same rules): the Hessian of a 2-layer tanh MLP's loss in
+its 1,006 parameters (PyTorch: hessian(vectorize=True)) and an hvp of a small GPT's loss (V 65,
+L 2, H 2, C 64, T 32, B 4) in all its parameters (PyTorch: hvp, with functional_call). Reported,
+no target.
+
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
-           [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy]
+           [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy] [--functional]
 """
 
 import argparse
@@ -51,6 +57,12 @@ import sys
 CASES = [(1, 8, 4, 1), (1, 64, 64, 4), (1, 256, 256, 4), (1, 1024, 512, 8), (4, 512, 256, 8)]
 MEMORY_CASE = (1, 4096, 256, 4)
 GPT_NAME = "BM_GPT_TrainStep<{}>/V:65/L:4/H:4/C:128/T:64/B:12"
+FUNCTIONAL = {  # torch_side.py's measurement: (tapegrad's benchmark, what it is)
+    "hessian_mlp": ("BM_Functional_HessianMlp<{}>/N:32/D:16/H:32/O:14",
+                    "Hessian of a tanh MLP's loss, 1,006 parameters"),
+    "hvp_gpt": ("BM_Functional_HvpGpt<{}>/V:65/L:2/H:2/C:64/T:32/B:4",
+                "hvp of a small GPT's loss (V 65, L 2, H 2, C 64, T 32, B 4)"),
+}
 TORCH_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_side.py")
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 ALLOCATORS = {
@@ -358,6 +370,23 @@ def compare_gpt(a, threads_list, allocators, targets, results):
                   + f"; `import torch` alone {bare:.0f} MiB) (tapegrad <= PyTorch)")
 
 
+def compare_functional(a, allocators):
+    """The functional API's two cases at one thread, the sides taking turns, each its fastest."""
+    print("\nFunctional API, 1 thread (PyTorch: torch.autograd.functional)\n")
+    print("| case | dtype | tapegrad | PyTorch | PyTorch / tapegrad | PyTorch's allocator |")
+    print("|---|---|---|---|---|---|")
+    for kind, (bench_name, what) in FUNCTIONAL.items():
+        for dtype in ("float", "double"):
+            tgs, pts = [], []
+            for _ in range(a.repeat):
+                tgs.append(run_tapegrad(a.bench, bench_name.format(dtype), 1, a.min_time))
+                pts.append(best_torch([kind, dtype, 1, a.min_time], allocators, 1))
+            tg = min(tgs, key=lambda r: r["seconds"])
+            pt, alloc = min(pts, key=lambda r: r[0]["seconds"])
+            print(f"| {what} | {dtype} | {fmt_time(tg['seconds'])} | {fmt_time(pt['seconds'])} "
+                  f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} |", flush=True)
+
+
 def parse_cases(text):
     if text in ("all", "small", "none"):
         return {"all": CASES, "small": CASES[:2], "none": []}[text]
@@ -377,6 +406,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3,
                     help="alternating runs per measurement; each side reports its fastest")
     ap.add_argument("--gpt", action="store_true", help="also the GPT training step and its RSS")
+    ap.add_argument("--functional", action="store_true",
+                    help="also the functional API: an MLP's Hessian, a GPT's hvp (1 thread)")
     ap.add_argument("--busy", action="store_true",
                     help="measure beside one busy process; check tapegrad's 2T / 1T <= 1.2x")
     ap.add_argument("--no-extras", action="store_true",
@@ -403,6 +434,8 @@ def main():
             compare_attention(a, cases, threads, allocators, results)
         if a.gpt:
             compare_gpt(a, threads_list, allocators, targets, results)
+        if a.functional:
+            compare_functional(a, allocators)
         if a.busy:
             busy_targets(a, results, targets)
         for threads in threads_list:

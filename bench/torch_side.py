@@ -4,6 +4,8 @@
     torch_side.py info THREADS
     torch_side.py attention B T D H float|double Fwd|FwdBwd THREADS MIN_TIME
     torch_side.py gpt float|double THREADS MIN_TIME
+    torch_side.py hessian_mlp float|double THREADS MIN_TIME
+    torch_side.py hvp_gpt float|double THREADS MIN_TIME
 
 A fresh process per measurement, so the allocator (chosen by compare_pytorch.py through the
 environment: glibc's MALLOC_* settings or tcmalloc by LD_PRELOAD) and the thread settings apply
@@ -24,6 +26,10 @@ import torch
 
 # nanoGPT's shakespeare_char CPU recipe, as BM_GPT_TrainStep runs it (bench/gpt_bench.cpp).
 GPT_RECIPE = dict(vocab=65, layers=4, heads=4, embd=128, block=64, batch=12)
+# The functional API's cases (bench/functional_bench.cpp): the MLP (N, D, H, O) of ~1,000
+# parameters whose loss's Hessian is timed, and the small GPT whose loss's hvp is.
+HESSIAN_MLP = dict(N=32, D=16, H=32, O=14)
+HVP_GPT = dict(vocab=65, layers=2, heads=2, embd=64, block=32, batch=4)
 
 
 def time_loop(step, min_time):
@@ -126,20 +132,27 @@ def nanogpt_init(model, layers):
         torch.nn.init.normal_(p, 0.0, std)
 
 
-def gpt(dtype, threads, min_time):
-    """One nanoGPT training step, as BM_GPT_TrainStep: forward, cross-entropy, backward,
-    clip_grad_norm_ 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2,
-    torch 1.13's CPU default: the single-tensor loop, foreach off), zero_grad(set_to_none) as
-    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf)."""
+def initialised_gpt(r, dtype, threads):
+    """The reference GPT of recipe r (bias, GELU tanh) in dtype, which also becomes the default,
+    with nanoGPT's init from seed 0, at `threads` threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    r = GPT_RECIPE
     torch.set_default_dtype(torch.float32 if dtype == "float" else torch.float64)
     args = types.SimpleNamespace(vocab=r["vocab"], block=r["block"], layers=r["layers"],
                                  heads=r["heads"], embd=r["embd"], bias=True, gelu="tanh",
                                  attention_only=False)
     model = reference_gpt()(args)
     nanogpt_init(model, r["layers"])
+    return model
+
+
+def gpt(dtype, threads, min_time):
+    """One nanoGPT training step, as BM_GPT_TrainStep: forward, cross-entropy, backward,
+    clip_grad_norm_ 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2,
+    torch 1.13's CPU default: the single-tensor loop, foreach off), zero_grad(set_to_none) as
+    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf)."""
+    r = GPT_RECIPE
+    model = initialised_gpt(r, dtype, threads)
     model.train()
     params = list(model.parameters())  # wte once: the head is tied to it
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
@@ -158,6 +171,42 @@ def gpt(dtype, threads, min_time):
     print(json.dumps(time_loop(step, min_time)))
 
 
+def hessian_mlp(dtype, threads, min_time):
+    """torch.autograd.functional.hessian(vectorize=True) of mean((y - t)^2) for the MLP
+    y = tanh(x W1^T + b1) W2^T + b2 in its four parameters, as BM_Functional_HessianMlp."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    dt = torch.float32 if dtype == "float" else torch.float64
+    c = HESSIAN_MLP
+    x, t = torch.randn(c["N"], c["D"], dtype=dt), torch.randn(c["N"], c["O"], dtype=dt)
+    params = (0.3 * torch.randn(c["H"], c["D"], dtype=dt), 0.1 * torch.randn(c["H"], dtype=dt),
+              0.3 * torch.randn(c["O"], c["H"], dtype=dt), 0.1 * torch.randn(c["O"], dtype=dt))
+
+    def loss(W1, b1, W2, b2):
+        return ((torch.tanh(x @ W1.T + b1) @ W2.T + b2 - t) ** 2).mean()
+
+    print(json.dumps(time_loop(lambda: torch.autograd.functional.hessian(
+        loss, params, vectorize=True), min_time)))
+
+
+def hvp_gpt(dtype, threads, min_time):
+    """torch.autograd.functional.hvp of the small GPT's loss (tests/gpt_reference.py's model,
+    dropout 0) in all its parameters, as BM_Functional_HvpGpt."""
+    from torch.nn.utils.stateless import functional_call
+    r = HVP_GPT
+    model = initialised_gpt(r, dtype, threads)
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach() for _, p in model.named_parameters())
+    v = tuple(torch.randn_like(p) for p in params)
+    x = torch.randint(r["vocab"], (r["batch"], r["block"]))
+    y = torch.randint(r["vocab"], (r["batch"], r["block"]))
+
+    def loss(*p):
+        return functional_call(model, dict(zip(names, p)), (x, y))[1]
+
+    print(json.dumps(time_loop(lambda: torch.autograd.functional.hvp(loss, params, v), min_time)))
+
+
 def main(argv):
     kind = argv[0]
     if kind == "info":
@@ -168,6 +217,9 @@ def main(argv):
     elif kind == "gpt":
         dtype, threads, min_time = argv[1:]
         gpt(dtype, int(threads), float(min_time))
+    elif kind in ("hessian_mlp", "hvp_gpt"):
+        dtype, threads, min_time = argv[1:]
+        (hessian_mlp if kind == "hessian_mlp" else hvp_gpt)(dtype, int(threads), float(min_time))
     else:
         raise SystemExit(f"torch_side.py: unknown measurement {kind}")
 

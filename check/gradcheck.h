@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/functional.h>
 #include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 
-using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// Function (tensors in, tensors out) is the functional API's (autograd/functional.h).
 using ScalarFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct GradcheckOptions {

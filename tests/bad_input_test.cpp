@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/functional.h>
 #include <tapegrad/check/gradcheck.h>
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/ops.h>
@@ -19,6 +20,12 @@ namespace {
 
 using namespace tg::test::bad_input;  // the rows' vocabulary: BadCase, Kind, z, g, f32, kNan, kInf
 using V = std::vector<double>;
+
+// Functions for the functional API's rows.
+std::vector<Tensor> nothing(const std::vector<Tensor>&) { return {}; }
+std::vector<Tensor> doubled(const std::vector<Tensor>& x) { return {tg::scale(x[0], 2.0)}; }
+std::vector<Tensor> sum_first(const std::vector<Tensor>& x) { return {tg::sum(tg::mul(x[0], x[0]))}; }
+std::vector<Tensor> linear(const std::vector<Tensor>& x) { return {tg::sum(tg::scale(x[0], 3.0))}; }
 
 const std::vector<BadCase>& bad_cases() {
   static const std::vector<BadCase> cases = {
@@ -220,6 +227,63 @@ const std::vector<BadCase>& bad_cases() {
        Kind::Graph, {"set_requires_grad", "leaf", "scale"}},
       {"set_grad_shape", [] { z({2}).set_grad(z({3})); }, Kind::Shape,
        {"set_grad", "(3,)", "(2,)"}},
+      // the functional API
+      {"hessian_non_scalar", [] { tg::hessian(doubled, {z({3})}); }, Kind::Shape,
+       {"hessian", "(3,)", "one element"}},
+      {"hessian_two_outputs",
+       [] {
+         tg::hessian([](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0], x[0]}; },
+                     {z({1})});
+       },
+       Kind::Value, {"hessian", "2 outputs"}},
+      {"jacobian_no_outputs", [] { tg::jacobian(nothing, {z({2})}); }, Kind::Value,
+       {"jacobian", "no outputs"}},
+      {"vjp_no_outputs", [] { tg::vjp(nothing, {z({2})}, {z({2})}); }, Kind::Value,
+       {"vjp", "no outputs"}},
+      {"jacobian_no_inputs", [] { tg::jacobian(nothing, {}); }, Kind::Value,
+       {"jacobian", "no inputs"}},
+      {"vjp_cotangent_count", [] { tg::vjp(doubled, {z({2})}, {z({2}), z({2})}); }, Kind::Value,
+       {"vjp", "2 vectors v", "1 output"}},
+      {"vjp_cotangent_shape", [] { tg::vjp(doubled, {z({2})}, {z({3})}); }, Kind::Shape,
+       {"vjp", "v 0 of shape (3,)", "output 0 of shape (2,)"}},
+      {"vjp_cotangent_dtype", [] { tg::vjp(doubled, {z({2})}, {z({2}, f32)}); }, Kind::Value,
+       {"vjp", "float32", "float64"}},
+      {"vjp_without_cotangent", [] { tg::vjp(doubled, {z({2})}); }, Kind::Value,
+       {"vjp", "one element", "(2,)"}},
+      {"vjp_int64_input", [] { tg::vjp(doubled, {tg::from_indices({0, 1}, {2})}); }, Kind::Value,
+       {"vjp", "input 0", "(2,)", "int64"}},
+      {"jacobian_int64_output",
+       [] {
+         tg::jacobian([](const std::vector<Tensor>&) {
+           return std::vector<Tensor>{tg::from_indices({0}, {1})};
+         }, {z({2})});
+       },
+       Kind::Value, {"jacobian", "output 0", "int64"}},
+      {"jacobian_rank", [] { tg::jacobian(doubled, {z({2, 2, 2})}); }, Kind::Shape,
+       {"jacobian", "(2, 2, 2) + (2, 2, 2)", "rank 6", "rank 4"}},
+      {"vjp_strict_unused_input", [] { tg::vjp(sum_first, {z({2}), z({3})}, {}, {.strict = true}); },
+       Kind::Graph, {"vjp", "input 1 of shape (3,)", "strict"}},
+      {"jacobian_strict_unused_input",
+       [] { tg::jacobian(sum_first, {z({2}), z({3})}, {.strict = true}); }, Kind::Graph,
+       {"jacobian", "output 0", "input 1 of shape (3,)", "strict"}},
+      {"jacobian_strict_constant_output",
+       [] {
+         tg::jacobian([](const std::vector<Tensor>&) { return std::vector<Tensor>{z({2})}; },
+                      {z({2})}, {.strict = true});
+       },
+       Kind::Graph, {"jacobian", "output 0 of shape (2,)", "does not require grad"}},
+      {"hessian_strict_linear", [] { tg::hessian(linear, {z({2})}, {.strict = true}); },
+       Kind::Graph, {"hessian", "input 0 of shape (2,)", "linear"}},
+      {"hvp_strict_linear", [] { tg::hvp(linear, {z({2})}, {z({2})}, {.strict = true}); },
+       Kind::Graph, {"hvp", "input 0 of shape (2,)", "linear"}},
+      {"hvp_v_shape", [] { tg::hvp(sum_first, {z({2})}, {z({3})}); }, Kind::Shape,
+       {"hvp", "v 0 of shape (3,)", "input 0 of shape (2,)"}},
+      {"vhp_v_count", [] { tg::vhp(sum_first, {z({2})}, {z({2}), z({2})}); }, Kind::Value,
+       {"vhp", "2 vectors v", "1 input"}},
+      {"vhp_non_scalar", [] { tg::vhp(doubled, {z({2})}, {z({2})}); }, Kind::Shape,
+       {"vhp", "(2,)", "one element"}},
+      {"hvp_without_v", [] { tg::hvp(sum_first, {z({2})}); }, Kind::Value,
+       {"hvp", "one element", "(2,)"}},
       // tensor access
       {"data_wrong_dtype", [] { z({2}).data<float>(); }, Kind::Value,
        {"data", "float64", "float32"}},

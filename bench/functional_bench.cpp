@@ -1,0 +1,86 @@
+// The functional API (autograd/functional.h) at work: the full Hessian of a 2-layer tanh MLP's
+// loss in its ~1,000 parameters (one backward through the double graph per row: reverse over
+// reverse) and a Hessian-vector product of a small GPT's loss in all its parameters (PyTorch's
+// double-backward trick: three backwards). compare_pytorch.py --functional times the same two
+// with torch.autograd.functional (hessian(vectorize=True), hvp) in bench/torch_side.py.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <tapegrad/autograd/functional.h>
+#include <tapegrad/nn/gpt.h>
+#include <tapegrad/ops/ops.h>
+
+namespace {
+
+// MLP: x (N, D) -> tanh(x W1^T + b1) (N, Hd) -> W2 (O, Hd), b2 (O); loss mean((y - t)^2).
+template <class T>
+void BM_Functional_HessianMlp(benchmark::State& st) {
+  const int64_t N = st.range(0), D = st.range(1), Hd = st.range(2), O = st.range(3);
+  const tg::Dtype dt = tg::dtype_of<T>();
+  tg::Rng rng(0);
+  const tg::Tensor x = tg::randn({N, D}, rng, dt), t = tg::randn({N, O}, rng, dt);
+  const std::vector<tg::Tensor> params = {
+      tg::randn({Hd, D}, rng, dt, 0.3), tg::randn({Hd}, rng, dt, 0.1),
+      tg::randn({O, Hd}, rng, dt, 0.3), tg::randn({O}, rng, dt, 0.1)};
+  const tg::Function loss = [&](const std::vector<tg::Tensor>& p) {
+    const tg::Tensor h = tg::tanh(tg::add(tg::matmul(x, p[0], false, true), p[1]));  // (N, Hd)
+    const tg::Tensor d = tg::sub(tg::add(tg::matmul(h, p[2], false, true), p[3]), t);  // (N, O)
+    return std::vector<tg::Tensor>{tg::mean(tg::mul(d, d))};
+  };
+  benchmark::DoNotOptimize(tg::hessian(loss, params));  // warm-up: the allocator's cache
+  for (auto _ : st) benchmark::DoNotOptimize(tg::hessian(loss, params));
+  st.counters["params"] = double(Hd * D + Hd + O * Hd + O);
+}
+
+// A small GPT (V, L, H, C, block T) on a batch (B, T), dropout 0; v random, of the parameters'
+// shapes.
+template <class T>
+void BM_Functional_HvpGpt(benchmark::State& st) {
+  tg::nn::GPTConfig config;
+  config.vocab_size = st.range(0);
+  config.n_layer = st.range(1);
+  config.n_head = st.range(2);
+  config.n_embd = st.range(3);
+  config.block_size = st.range(4);
+  config.dropout = 0.0;
+  config.dtype = tg::dtype_of<T>();
+  const int64_t B = st.range(5), Tn = config.block_size;
+  tg::Rng rng(0);
+  tg::nn::GPT model(config, rng);
+  std::uniform_int_distribution<int64_t> token(0, config.vocab_size - 1);
+  std::vector<int64_t> ids(static_cast<size_t>(2 * B * Tn));
+  for (int64_t& id : ids) id = token(rng.engine());
+  const tg::Tensor idx = tg::from_indices({ids.begin(), ids.begin() + B * Tn}, {B, Tn});
+  const tg::Tensor targets = tg::from_indices({ids.begin() + B * Tn, ids.end()}, {B, Tn});
+  std::vector<std::string> names;
+  std::vector<tg::Tensor> params, v;
+  for (const auto& [name, p] : model.named_parameters()) {
+    names.push_back(name);
+    params.push_back(p.detach());
+    v.push_back(tg::randn(p.shape(), rng, config.dtype));
+  }
+  const tg::Function loss = [&](const std::vector<tg::Tensor>& p) {
+    for (std::size_t k = 0; k < names.size(); ++k) model.set_parameter(names[k], p[k]);
+    return std::vector<tg::Tensor>{model.loss(idx, targets)};
+  };
+  benchmark::DoNotOptimize(tg::hvp(loss, params, v));
+  for (auto _ : st) benchmark::DoNotOptimize(tg::hvp(loss, params, v));
+}
+
+void mlp_size(benchmark::internal::Benchmark* b) {
+  b->Args({32, 16, 32, 14})->ArgNames({"N", "D", "H", "O"})->Unit(benchmark::kMillisecond);
+}
+void gpt_size(benchmark::internal::Benchmark* b) {
+  b->Args({65, 2, 2, 64, 32, 4})->ArgNames({"V", "L", "H", "C", "T", "B"})->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, float)->Apply(mlp_size);
+BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, double)->Apply(mlp_size);
+BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, float)->Apply(gpt_size);
+BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, double)->Apply(gpt_size);
+
+}  // namespace
