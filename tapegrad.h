@@ -3,7 +3,7 @@
 // This header only includes the real ones; include it, or just the pieces you use.
 
 #include <tapegrad/autograd/error.h>
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/grad_ready.h>
 #include <tapegrad/autograd/node.h>

@@ -3,7 +3,6 @@ list(APPEND TAPEGRAD_SOURCES
   autograd/backward_pass.cpp
   autograd/error.cpp
   autograd/factories.cpp
-  autograd/functional.cpp
   autograd/grad_mode.cpp
   autograd/grad_ready.cpp
   autograd/hooks.cpp

@@ -1,4 +1,4 @@
-// The functional API (autograd/functional.h) at work: the full Hessian of a 2-layer tanh MLP's
+// The functional API (check/functional.h) at work: the full Hessian of a 2-layer tanh MLP's
 // loss in its ~1,000 parameters (one backward through the double graph per row: reverse over
 // reverse) and a Hessian-vector product of a small GPT's loss in all its parameters (PyTorch's
 // double-backward trick: three backwards). compare_pytorch.py --functional times the same two
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/ops/ops.h>
 

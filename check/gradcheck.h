@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/autograd/tensor.h>
 
 namespace tg {
 
-// Function (tensors in, tensors out) is the functional API's (autograd/functional.h).
+// Function (tensors in, tensors out) is the functional API's (check/functional.h).
 using ScalarFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct GradcheckOptions {

@@ -1,5 +1,6 @@
 # check/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
+  check/functional.cpp
   check/gradcheck.cpp
   check/checker.cpp
   check/registry.cpp

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/check/gradcheck.h>
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/ops.h>

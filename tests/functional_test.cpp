@@ -1,4 +1,4 @@
-// The functional API (autograd/functional.h) against central differences in float64, on the
+// The functional API (check/functional.h) against central differences in float64, on the
 // attention layer, a 2-layer tanh MLP and a tiny GPT's loss (tests/functional_util.h): every
 // Jacobian block, vjp, the Hessian (against differences of the gradient, and symmetric to 1e-12),
 // hvp and vhp (against differences of the gradient along v). Then create_graph (the results
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/ops.h>
 #include "functional_util.h"

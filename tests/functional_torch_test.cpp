@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/io/npy.h>
 #include "functional_util.h"
 #include "ops_torch_util.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 #include <tapegrad/nn/attention.h>
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/ops/ops.h>

@@ -25,8 +25,8 @@
 // Forward mode (tg::jvp, jacobian's forward strategy, forward-over-reverse Hessians) is not
 // here: it comes with the ops' tangent rules (DESIGN.md, "Autodiff beyond reverse mode").
 // Built on tg::grad's engine (which can leave an unreached input's gradient undefined, PyTorch's
-// None, for strict mode). Jacobians are assembled with ops' stack and reshape, so this file pair,
-// unlike the rest of autograd/, uses the ops room above it.
+// None, for strict mode). Jacobians are assembled with ops' stack and reshape: it lives in check/,
+// above ops, beside gradcheck.
 
 #include <functional>
 #include <vector>

@@ -4,7 +4,7 @@
 // _grad_postprocess in torch/autograd/functional.py), so the same functions give the same
 // results and the same independence errors.
 
-#include <tapegrad/autograd/functional.h>
+#include <tapegrad/check/functional.h>
 
 #include <string>
 #include <utility>
