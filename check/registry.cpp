@@ -72,6 +72,28 @@ void shape_cases(Table& t) {
   t.unary("rope", "rank4_heads_base100", {2, 2, 3, 4}, rp(100.0, false));
   t.unary("rope", "inverse_rank3", {2, 3, 4}, rp(10000.0, true));
 
+  // rotary on (..., T, H, d) with tables of angles t theta_i (theta_i = 10^(-2i/d)) and, to see
+  // that cos and sin are read as given, tables of arbitrary values.
+  auto tables = [](int64_t T, int64_t half, bool rotation) {
+    std::vector<double> c(T * half), s(T * half);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(t) * std::pow(10.0, -2.0 * i / (2 * half));
+        c[t * half + i] = rotation ? std::cos(a) : 0.3 + 0.1 * t - 0.2 * i;
+        s[t * half + i] = rotation ? std::sin(a) : -0.7 + 0.05 * t * i;
+      }
+    return std::pair{from_vector(c, {T, half}, Dtype::f64), from_vector(s, {T, half}, Dtype::f64)};
+  };
+  auto rot = [tables](int64_t T, int64_t half, bool rotation) {
+    const auto [c, s] = tables(T, half, rotation);
+    return [c, s](const Tensor& x) { return rotary(x, as(c, x), as(s, x)); };
+  };
+  t.unary("rotary", "rank3", {3, 2, 4}, rot(3, 2, true));
+  t.unary("rotary", "rank4_batch", {2, 4, 3, 6}, rot(4, 3, true));
+  t.unary("rotary", "one_pair_one_head", {5, 1, 2}, rot(5, 1, true));
+  t.unary("rotary", "T1", {2, 1, 2, 4}, rot(1, 2, true));
+  t.unary("rotary", "arbitrary_tables", {2, 3, 2, 4}, rot(3, 2, false));
+
   t.unary("scale", "2d", {2, 3}, [](const Tensor& x) { return scale(x, 0.5); });
   t.unary("scale", "rank4_negative", {1, 2, 2, 3}, [](const Tensor& x) { return scale(x, -3.0); });
   t.unary("scale", "rank0", {}, [](const Tensor& x) { return scale(x, 2.5); });

@@ -43,7 +43,7 @@ std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, doub
   if (head_dim % 2 != 0)
     throw ValueError("rope_tables: head_dim " + std::to_string(head_dim) + " must be even");
   const int64_t half = head_dim / 2;
-  Tensor cos({T, 1, head_dim}, dtype), sin({T, 1, head_dim}, dtype);
+  Tensor cos({T, half}, dtype), sin({T, half}, dtype);
   dispatch(dtype, [&]<class T_>() {
     T_* pc = cos.data<T_>();
     T_* ps = sin.data<T_>();
@@ -53,18 +53,12 @@ std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, doub
                                            static_cast<T_>(2 * i) / static_cast<T_>(head_dim));
       for (int64_t m = 0; m < T; ++m) {
         const T_ a = static_cast<T_>(start + m) * inv_freq;
-        pc[m * head_dim + i] = pc[m * head_dim + half + i] = std::cos(a);
-        ps[m * head_dim + i] = ps[m * head_dim + half + i] = std::sin(a);
+        pc[m * half + i] = std::cos(a);
+        ps[m * half + i] = std::sin(a);
       }
     }
   });
   return {cos, sin};
-}
-
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  Tensor rotated = cat({-narrow(x, -1, half, half), narrow(x, -1, 0, half)}, -1);  // rotate_half
-  return add(mul(x, cos), mul(rotated, sin));  // (B, T, H, d)
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c, Rng& init_rng)
@@ -101,7 +95,7 @@ Tensor LlamaAttention::forward(const Tensor& x, int64_t start, Tensor* k_cache,
   const std::vector<Tensor> table = rope_tables(start, T, head_dim_, theta_, x.dtype());
   const auto rotate = [&](const Tensor& p, int64_t heads) {  // (B, T, heads d) -> the same
     Tensor split = reshape(p, {B, T, heads, head_dim_});
-    return reshape(apply_rotary(split, table[0], table[1]), {B, T, heads * head_dim_});
+    return reshape(rotary(split, table[0], table[1]), {B, T, heads * head_dim_});
   };
   Tensor q = rotate(q_proj(x), heads_);     // (B, T, H d)
   Tensor k = rotate(k_proj(x), kv_heads_);  // (B, T, H_kv d)

@@ -11,8 +11,8 @@
 //   RoPE       Hugging Face's half-split form: position m, for i < d / 2, theta_i = base^(-2i / d),
 //              rope(x)[i]         = x[i] cos(m theta_i) - x[i + d/2] sin(m theta_i)
 //              rope(x)[i + d / 2] = x[i + d/2] cos(m theta_i) + x[i] sin(m theta_i)
-//              that is x cos + rotate_half(x) sin with rotate_half(x) = (-x[d/2:], x[:d/2]); its
-//              cos/sin tables computed in the model's dtype.
+//              that is x cos + rotate_half(x) sin with rotate_half(x) = (-x[d/2:], x[:d/2]) (the
+//              fused op tg::rotary); its cos/sin tables computed in the model's dtype.
 //   mlp        down_proj(silu(gate_proj(x)) * up_proj(x))
 //   norms      RMSNorm: x / sqrt(mean(x^2, -1) + rms_norm_eps) * w
 //
@@ -49,12 +49,10 @@ struct LlamaConfig {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
 
-/// The rotary tables of positions [start, start + T): cos and sin, each (T, 1, d) in `dtype`
-/// (the 1 broadcasts over the heads of a (B, T, H, d) view). Throws ValueError for an odd d.
+/// The rotary tables of positions [start, start + T): cos and sin of m theta_i, each (T, d/2) in
+/// `dtype`, as tg::rotary takes them. Throws ValueError for an odd d.
 std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, double theta,
                                 Dtype dtype);
-/// x (B, T, H, d) rotated by tables (rope_tables' cos, sin): x cos + rotate_half(x) sin, in ops.
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 class LlamaAttention : public Module {
  public:

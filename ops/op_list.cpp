@@ -3,6 +3,8 @@
 
 #include <tapegrad/ops/op_list.h>
 
+#include <cmath>
+
 #include <tapegrad/ops/ops.h>
 
 namespace tg {
@@ -24,6 +26,17 @@ Tensor axis_indices(const Shape& s, int64_t n) {
   std::vector<int64_t> v(s.numel());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919) % n);
   return from_indices(v, s);
+}
+
+// Fixed rotary tables (T, half): the cosines or sines of angles t / (i + 1).
+Tensor sample_angles(int64_t T, int64_t half, bool cosine, Dtype dtype) {
+  std::vector<double> v(T * half);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(t) / static_cast<double>(i + 1);
+      v[t * half + i] = cosine ? std::cos(a) : std::sin(a);
+    }
+  return from_vector(v, {T, half}, dtype);
 }
 
 // A fixed mask for where and masked_fill: two of every three elements hold.
@@ -130,6 +143,9 @@ std::vector<OpInfo> rows() {
       {"reshape", other, real, {act}, [](X x) { return reshape(x[0], {-1, kD}); }},
       {"rms_norm", other, real, {act, {kD}}, [](X x) { return rms_norm(x[0], x[1], 1e-6); }},
       {"rope", other, real, {act}, [](X x) { return rope(x[0]); }},
+      {"rotary", other, real, {{2, kT, 4, kD}},
+       [](X x) { return rotary(x[0], sample_angles(kT, kD / 2, true, x[0].dtype()),
+                                sample_angles(kT, kD / 2, false, x[0].dtype())); }},
       {"rsqrt", unary, positive, {act}, [](X x) { return rsqrt(x[0]); }},
       {"scale", unary, real, {scores}, [](X x) { return scale(x[0], 0.125); }},
       {"scatter_add", other, real, {act, {kBH, kT, kD / 2}},

@@ -48,6 +48,7 @@
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/rms_norm.h>
 #include <tapegrad/ops/rope.h>
+#include <tapegrad/ops/rotary.h>
 #include <tapegrad/ops/scale.h>
 #include <tapegrad/ops/sigmoid.h>
 #include <tapegrad/ops/silu.h>

@@ -51,6 +51,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/reshape.cpp
   ops/rms_norm.cpp
   ops/rope.cpp
+  ops/rotary.cpp
   ops/scale.cpp
   ops/sigmoid.cpp
   ops/silu.cpp

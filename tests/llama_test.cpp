@@ -1,5 +1,5 @@
-// The Llama (nn/llama.h): Hugging Face's names and init, RoPE against its formula and its
-// relative-position property, grouped-query attention against a model with the key/value heads
+// The Llama (nn/llama.h): Hugging Face's names and init, RoPE (tg::rotary on rope_tables)
+// against its formula and its relative-position property, grouped-query attention against a model with the key/value heads
 // written out, a gradcheck of the loss in every parameter, KV-cache decoding equal to full
 // forwards, config.json and from_pretrained, and bad configs and inputs named.
 
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -108,10 +109,10 @@ TEST(Llama, RopeTablesFollowTheHalfSplitFormula) {
   const int64_t d = 6, start = 3, T = 4;
   const double theta = 500.0;
   const std::vector<Tensor> t = rope_tables(start, T, d, theta, Dtype::f64);
-  ASSERT_EQ(t[0].shape(), Shape({T, 1, d}));
+  ASSERT_EQ(t[0].shape(), Shape({T, d / 2}));
   Rng rng(4);
   const Tensor x = randn({1, T, 2, d}, rng, Dtype::f64);  // (B, T, H, d)
-  const Tensor y = apply_rotary(x, t[0], t[1]);
+  const Tensor y = rotary(x, t[0], t[1]);
   for (int64_t m = 0; m < T; ++m)
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t i = 0; i < d / 2; ++i) {
@@ -135,7 +136,7 @@ TEST(Llama, RotatedScoresDependOnTheOffsetOnly) {
   const auto score = [&](int64_t m, int64_t n) {
     const std::vector<Tensor> tm = rope_tables(m, 1, d, 10000.0, Dtype::f64);
     const std::vector<Tensor> tn = rope_tables(n, 1, d, 10000.0, Dtype::f64);
-    return sum(mul(apply_rotary(q, tm[0], tm[1]), apply_rotary(k, tn[0], tn[1]))).item();
+    return sum(mul(rotary(q, tm[0], tm[1]), rotary(k, tn[0], tn[1]))).item();
   };
   EXPECT_NEAR(score(5, 2), score(9, 6), 1e-12);
   EXPECT_NEAR(score(0, 0), score(7, 7), 1e-12);
@@ -322,6 +323,21 @@ TEST(Llama, BadConfigsAndInputsNameTheProblem) {
   c = tiny_llama();
   c.dtype = Dtype::i64;
   refuses(c, "dtype");
+
+  const Tensor tab = zeros({3, 2}, Dtype::f64);
+  for (const auto& [what, f] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"(3, 4)", [&] { rotary(zeros({3, 4}, Dtype::f64), tab, tab); }},           // rank 2
+           {"(3, 1, 5)", [&] { rotary(zeros({3, 1, 5}, Dtype::f64), tab, tab); }},     // odd d
+           {"(3, 2) and sin (2, 2)", [&] { rotary(zeros({3, 1, 4}, Dtype::f64), tab, zeros({2, 2}, Dtype::f64)); }}}) {
+    try {
+      f();
+      ADD_FAILURE() << "rotary accepted " << what;
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("rotary"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(rotary(zeros({3, 1, 4}, Dtype::f32), tab, tab), ValueError);  // dtypes differ
 
   Rng rng(11);
   Llama model(tiny_llama(), rng);

@@ -162,6 +162,7 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"nll_loss", "int64 targets"},
       {"pad", "pads that fit the rank"},
       {"rms_norm", "(C,) weight"},
+      {"rotary", "(..., T, H, d) inputs with (T, d/2) tables"},
       {"scatter_add", "int64 indices"},
       {"softmax_dim", "the registry covers its dims"},
       {"split", "several outputs"},
