@@ -131,7 +131,11 @@ TEST(TrainImages, EpochColumnsFilledOnEachEpochsLastUpdate) {
   TrainArgs a = image_args(images, tmp / "run", "mlp", 2);
   a.train_limit = 150;  // batches of 64, 64, 22
   a.given.insert("train-limit");
-  ASSERT_EQ(run(a), 0);
+  std::ostringstream err;
+  ASSERT_EQ(run_train(a, err), 0) << err.str();
+  // the progress line counts images, not tokens
+  EXPECT_NE(err.str().find(" img/s  ETA "), std::string::npos) << err.str();
+  EXPECT_EQ(err.str().find("tok/s"), std::string::npos) << err.str();
   const std::vector<std::string> rows = lines(test::slurp(tmp / "run/metrics.csv"));
   ASSERT_EQ(rows.size(), 7u);
   EXPECT_EQ(rows[0], "step,lr,loss,grad_norm,val_loss,accuracy,tokens_per_s,elapsed_s,epoch,"

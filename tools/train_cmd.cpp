@@ -88,8 +88,9 @@ std::string duration(double seconds) {
 // One line of progress: redrawn in place on a terminal, else printed every 10% of the steps.
 class Progress {
  public:
-  Progress(std::ostream& err, int64_t start, int64_t steps, bool tty)
-      : err_(err), start_(start), steps_(steps), tty_(tty), t0_(Clock::now()) {}
+  // `unit` names what the rate counts: "tok/s" (tokens), "img/s" (images).
+  Progress(std::ostream& err, int64_t start, int64_t steps, bool tty, const char* unit)
+      : err_(err), start_(start), steps_(steps), tty_(tty), unit_(unit), t0_(Clock::now()) {}
   void update(const MetricsRow& r) {
     const int64_t done = r.step + 1;
     const int64_t tenth = std::max<int64_t>(1, steps_ / 10);
@@ -97,7 +98,7 @@ class Progress {
     const double spent = std::chrono::duration<double>(Clock::now() - t0_).count();
     const double eta = spent / static_cast<double>(done - start_) * static_cast<double>(steps_ - done);
     std::string line = "step " + std::to_string(done) + "/" + std::to_string(steps_) + "  loss " +
-                       fmt("%.4f", r.loss) + "  " + fmt("%.0f", r.tokens_per_s) + " tok/s  ETA " +
+                       fmt("%.4f", r.loss) + "  " + fmt("%.0f", r.tokens_per_s) + " " + unit_ + "  ETA " +
                        duration(eta);
     if (tty_)
       err_ << "\r\033[K" << line << std::flush;
@@ -115,6 +116,7 @@ class Progress {
   std::ostream& err_;
   int64_t start_, steps_;
   bool tty_;
+  const char* unit_;
   Clock::time_point t0_;
 };
 
@@ -186,7 +188,8 @@ int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator
   // The whole job's tokens per update: the global batch.
   const double tokens = static_cast<double>(run.data->batch_size() * run.data->block_size());
   Progress progress(err, run.start, a.steps,
-                    root && &root_err == &std::cerr && ::isatty(STDERR_FILENO));
+                    root && &root_err == &std::cerr && ::isatty(STDERR_FILENO),
+                    run.data->steps_per_epoch() > 0 ? "img/s" : "tok/s");
   SigintScope sigint(a.handle_sigint);
   const Clock::time_point t0 = Clock::now();
   const auto elapsed = [&] {
