@@ -37,10 +37,11 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
     const int64_t row = w.row_length();
     const bool repeat = w.row_stride(0) == 0;
     detail::for_each_row(w, [&](const std::array<int64_t, 1>& at) {
+      const T* x = px + at[0];
       if (repeat)
-        std::fill(py, py + row, px[at[0]]);
-      else
-        std::memcpy(py, px + at[0], row * sizeof(T));
+        std::fill(py, py + row, *x);
+      else  // a loop, not memcpy: short rows are copied faster inline
+        for (int64_t j = 0; j < row; ++j) py[j] = x[j];
       py += row;
     });
   });
