@@ -65,20 +65,22 @@ class Node : public std::enable_shared_from_this<Node> {
  public:
   const char* op = "";
   std::array<Edge, kMaxInputs> next{};
+  // (The small members sit in pairs, so that the node carries little padding: a node is made
+  // per op call.)
   int num_inputs = 0;
+  int num_saved = 0;
   BackwardFn formula;  // in tg ops: what create_graph records
   BackwardFn kernel;   // optional: direct, used when no graph is being built
-  int num_saved = 0;
   /// The i-th tensor the derivative reads (i < num_saved).
   const SavedVersion& saved(int i) const {
     return i < kInlineSaved ? inline_saved_[i] : more_saved_[i - kInlineSaved];
   }
   bool saves_output = false;
+  bool released = false;  // backward ran without retain_graph: the closures are gone
+  Dtype output_dtype = Dtype::f64;
   std::shared_ptr<Storage> output_storage;  // only when saves_output
   uint64_t output_version = 0;
   Shape output_shape;
-  Dtype output_dtype = Dtype::f64;
-  bool released = false;  // backward ran without retain_graph: the closures are gone
   std::source_location where;  // the user's call that recorded this node
   const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
   std::shared_ptr<detail::HookList> hooks;  // on the output's gradient (Tensor::register_hook)

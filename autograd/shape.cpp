@@ -8,8 +8,12 @@ namespace tg {
 
 namespace {
 void check_dims(int rank, const int64_t* d) {
-  if (rank > kMaxRank)
-    throw ShapeError("Shape: rank " + std::to_string(rank) + " is above the maximum of 4");
+  if (rank > kMaxRank) {
+    std::string dims;
+    for (int i = 0; i < rank; ++i) dims += (i ? ", " : "") + std::to_string(d[i]);
+    throw ShapeError("Shape: (" + dims + ") has rank " + std::to_string(rank) + "; at most " +
+                     std::to_string(kMaxRank) + " is supported");
+  }
   std::string dims;
   int64_t n = 1;
   bool overflow = false;

@@ -1,5 +1,5 @@
 #pragma once
-// Shape: rank 0 to 4, row-major. Small and held by value.
+// Shape: rank 0 to 6, row-major. Small and held by value.
 
 #include <array>
 #include <cstdint>
@@ -9,12 +9,12 @@
 
 namespace tg {
 
-inline constexpr int kMaxRank = 4;
+inline constexpr int kMaxRank = 6;
 
 class Shape {
  public:
   Shape() = default;  // rank 0: a scalar
-  /// Throws ShapeError for rank > 4, a negative dimension, or an element count past int64.
+  /// Throws ShapeError for rank > 6, a negative dimension, or an element count past int64.
   Shape(std::initializer_list<int64_t> dims);
   explicit Shape(const std::vector<int64_t>& dims);
   /// The first `rank` entries of `dims`.

@@ -348,6 +348,7 @@ std::vector<OpCase> op_cases() {
   loss_op_cases(t);
   reduction_op_cases(t);
   shape_op_cases(t);
+  rank_op_cases(t);
   return t.take();
 }
 

@@ -91,5 +91,6 @@ void conv_op_cases(Table& t);      // check/registry_conv.cpp
 void norm_op_cases(Table& t);      // check/registry_norm.cpp
 void reduction_op_cases(Table& t);  // check/registry_reductions.cpp
 void shape_op_cases(Table& t);     // check/registry_shape.cpp
+void rank_op_cases(Table& t);      // check/registry_ranks.cpp
 
 }  // namespace tg::detail

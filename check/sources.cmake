@@ -13,4 +13,5 @@ list(APPEND TAPEGRAD_SOURCES
   check/registry_losses.cpp
   check/registry_reductions.cpp
   check/registry_shape.cpp
+  check/registry_ranks.cpp
 )

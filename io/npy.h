@@ -1,6 +1,6 @@
 #pragma once
 // .npy files (numpy's own format): format versions 1.0 to 3.0, little-endian float32 ('<f4') or
-// float64 ('<f8'), C order, rank 0 to 4; and, for token data (data/), where the caller asks for
+// float64 ('<f8'), C order, rank 0 to 6; and, for token data (data/), where the caller asks for
 // them, little-endian int64 ('<i8') and int32 ('<i4', widened to int64). Anything else is
 // rejected with a tg::IoError whose one-line message names the file and the problem, e.g.
 //   X.npy: data has 96 bytes, shape (8, 4) float64 needs 256

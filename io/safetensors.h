@@ -3,8 +3,8 @@
 // little-endian header length N, N bytes of JSON
 //   {"NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...,
 //    "__metadata__": {"key": "string value", ...}}
-// padded with spaces, then the tensors' bytes, C order, little-endian. F32, F64, I64 and BOOL (bytes 0 and 1) only,
-// rank 0 to 4. The reader is strict: anything the format does not allow (a truncated file,
+// padded with spaces, then the tensors' bytes, C order, little-endian. F32, F64, I64 and BOOL
+// (bytes 0 and 1) only, rank 0 to 6. The reader is strict: anything the format does not allow (a truncated file,
 // offsets that overlap, leave gaps or run past the data, a shape that disagrees with its offsets,
 // malformed JSON, ...) is a tg::IoError whose one-line message names the file and the problem:
 //   model.safetensors: tensor 'wte' has shape (65, 128) F32 (33280 bytes) but data_offsets [0, 100]

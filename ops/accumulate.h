@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/strided_walk.h>
 
 namespace tg::detail {
 
@@ -156,33 +157,33 @@ inline AxesReduction axes_reduction(const Shape& s, const std::vector<int>& dims
 }
 
 /// y = scale * the sums of x over the reduction's axes, accumulated in Accum<T>: x is walked in
-/// order (four loops, the rank padded with leading 1s) and each element added to its output.
+/// order (a strided walk, ops/strided_walk.h), each row added to its outputs, or summed into
+/// one when the row runs along a reduced axis.
 template <class T>
 void sum_axes(const T* x, const AxesReduction& r, T* y, Accum<T> scale = 1) {
-  const int rank = r.in.rank(), off = kMaxRank - rank;
-  std::array<int64_t, kMaxRank> dims{}, ost{};
-  dims.fill(1);
+  const int rank = r.in.rank();
+  std::array<std::array<int64_t, kMaxRank>, 1> ost{};  // the output's stride per axis of x
   int64_t stride = 1;
   for (int i = rank - 1; i >= 0; --i) {
-    dims[off + i] = r.in[i];
-    ost[off + i] = r.reduced[i] ? 0 : stride;
+    ost[0][i] = r.reduced[i] ? 0 : stride;
     if (!r.reduced[i]) stride *= r.in[i];
   }
+  const auto w = strided_walk<1>(r.in, ost);
+  const int64_t m = w.row_length();
+  const bool along_reduced = w.row_stride(0) == 0;
   std::vector<Accum<T>> acc(static_cast<std::size_t>(r.out.numel()), Accum<T>(0));
-  static_assert(kMaxRank == 4, "sum_axes walks four loops");
   const T* px = x;
-  for (int64_t i0 = 0; i0 < dims[0]; ++i0)
-    for (int64_t i1 = 0; i1 < dims[1]; ++i1)
-      for (int64_t i2 = 0; i2 < dims[2]; ++i2, px += dims[3]) {
-        Accum<T>* a = acc.data() + i0 * ost[0] + i1 * ost[1] + i2 * ost[2];
-        if (ost[3] == 0) {
-          Accum<T> s = 0;
-          for (int64_t i3 = 0; i3 < dims[3]; ++i3) s += px[i3];
-          *a += s;
-        } else {
-          for (int64_t i3 = 0; i3 < dims[3]; ++i3) a[i3] += px[i3];
-        }
-      }
+  for_each_row(w, [&](const std::array<int64_t, 1>& at) {
+    Accum<T>* a = acc.data() + at[0];
+    if (along_reduced) {
+      Accum<T> s = 0;
+      for (int64_t j = 0; j < m; ++j) s += px[j];
+      *a += s;
+    } else {
+      for (int64_t j = 0; j < m; ++j) a[j] += px[j];
+    }
+    px += m;
+  });
   for (std::size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<T>(scale * acc[i]);
 }
 

@@ -3,11 +3,13 @@
 
 #include <tapegrad/ops/broadcast_to.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/strided_walk.h>
 #include <tapegrad/ops/sum_to.h>
 
 namespace tg {
@@ -31,19 +33,18 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
       for (int64_t o = 0; o < n; o += m) std::memcpy(py + o, px, m * sizeof(T));
       return;
     }
-    auto st = broadcast_strides(X.shape(), shape);
-    std::array<int64_t, kMaxRank> d{1, 1, 1, 1}, t{};
-    const int off = kMaxRank - shape.rank();
-    for (int i = 0; i < shape.rank(); ++i) {
-      d[off + i] = shape[i];
-      t[off + i] = st[i];
-    }
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < d[0]; ++i0)
-      for (int64_t i1 = 0; i1 < d[1]; ++i1)
-        for (int64_t i2 = 0; i2 < d[2]; ++i2)
-          for (int64_t i3 = 0; i3 < d[3]; ++i3)
-            py[k++] = px[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]];
+    // A strided walk over Y: each row of X copied, or one entry of X repeated along a row.
+    const auto w = detail::strided_walk<1>(shape, {broadcast_strides(X.shape(), shape)});
+    const int64_t row = w.row_length();
+    const bool repeat = w.row_stride(0) == 0;
+    detail::for_each_row(w, [&](const std::array<int64_t, 1>& at) {
+      const T* x = px + at[0];
+      if (repeat)
+        std::fill(py, py + row, *x);
+      else  // a loop, not memcpy: short rows are copied faster inline
+        for (int64_t j = 0; j < row; ++j) py[j] = x[j];
+      py += row;
+    });
   });
   return record("broadcast_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {sum_to(dY, sX)};

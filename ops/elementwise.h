@@ -2,6 +2,7 @@
 // The broadcasting loop behind add, sub and mul (not installed).
 
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/strided_walk.h>
 
 namespace tg::detail {
 
@@ -39,28 +40,28 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
       return out;
     }
   }
-  // General case: four nested loops over the padded output shape.
-  Shape s4 = s;
-  auto sa = broadcast_strides(a.shape(), s), sb = broadcast_strides(b.shape(), s);
-  std::array<int64_t, kMaxRank> d{1, 1, 1, 1}, ta{}, tb{};
-  const int off = kMaxRank - s4.rank();
-  for (int i = 0; i < s4.rank(); ++i) {
-    d[off + i] = s4[i];
-    ta[off + i] = sa[i];
-    tb[off + i] = sb[i];
-  }
-  int64_t k = 0;
-  for (int64_t i0 = 0; i0 < d[0]; ++i0)
-    for (int64_t i1 = 0; i1 < d[1]; ++i1)
-      for (int64_t i2 = 0; i2 < d[2]; ++i2)
-        for (int64_t i3 = 0; i3 < d[3]; ++i3) {
-          const int64_t ia = i0 * ta[0] + i1 * ta[1] + i2 * ta[2] + i3 * ta[3];
-          const int64_t ib = i0 * tb[0] + i1 * tb[1] + i2 * tb[2] + i3 * tb[3];
-          Eigen::Array<T, 1, 1> x, y;
-          x(0) = pa[ia];
-          y(0) = pb[ib];
-          po[k++] = Eigen::Array<T, 1, 1>(f(x, y))(0);
-        }
+  // General case: a strided walk (size-1 axes dropped, contiguous ones merged), row by row.
+  // Along a row each operand steps by 1 or, where it broadcasts, stays on one entry: a row is
+  // one Eigen expression.
+  const auto w = strided_walk<2>(s, {broadcast_strides(a.shape(), s), broadcast_strides(b.shape(), s)});
+  const int64_t m = w.row_length();
+  const bool step_a = w.row_stride(0) != 0, step_b = w.row_stride(1) != 0;
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  T* row_out = po;
+  for_each_row(w, [&](const std::array<int64_t, 2>& at) {
+    const T* x = pa + at[0];
+    const T* y = pb + at[1];
+    auto o = MapArr<T>(row_out, m);
+    if (step_a && step_b)
+      o = f(CMapArr<T>(x, m), CMapArr<T>(y, m));
+    else if (step_a)
+      o = f(CMapArr<T>(x, m), Arr::Constant(m, *y));
+    else if (step_b)
+      o = f(Arr::Constant(m, *x), CMapArr<T>(y, m));
+    else  // every axis of size 1
+      o = f(Arr::Constant(m, *x), Arr::Constant(m, *y));
+    row_out += m;
+  });
   return out;
 }
 

@@ -72,7 +72,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
                        operand_str(B, tb));
     }
   }
-  const int ry = batch.rank() + 2;  // at most 4: the batch is at most as long as A's or B's
+  const int ry = batch.rank() + 2;  // at most 6: the batch is at most as long as A's or B's
   for (int i = 0; i < batch.rank(); ++i) dims[i] = batch[i];
   dims[ry - 2] = M;
   dims[ry - 1] = N;

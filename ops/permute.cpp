@@ -4,6 +4,7 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/strided_walk.h>
 
 namespace tg {
 
@@ -51,32 +52,28 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
     return record("permute", Y, {X}, where).formula(std::move(backward));
   }
   Tensor Y(Shape(d, r), X.dtype());
-  // Input strides read in output-axis order, padded to four loops.
-  std::array<int64_t, kMaxRank> in_stride{}, st{}, dims{1, 1, 1, 1};
+  // A strided walk over Y, reading X at its strides taken in output-axis order.
+  std::array<std::array<int64_t, kMaxRank>, 1> st{};
+  std::array<int64_t, kMaxRank> in_stride{};
   int64_t acc = 1;
   for (int i = r - 1; i >= 0; --i) {
     in_stride[i] = acc;
     acc *= s[i];
   }
-  const int off = kMaxRank - r;
-  for (int i = 0; i < r; ++i) {
-    dims[off + i] = d[i];
-    st[off + i] = in_stride[perm[i]];
-  }
+  for (int i = 0; i < r; ++i) st[0][i] = in_stride[perm[i]];
+  const auto w = detail::strided_walk<1>(Y.shape(), st);
+  const int64_t row = w.row_length(), step = w.row_stride(0);
   dispatch(X.dtype(), [&]<class T>() {
     const T* px = X.data<T>();
     T* py = Y.data<T>();
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < dims[0]; ++i0)
-      for (int64_t i1 = 0; i1 < dims[1]; ++i1)
-        for (int64_t i2 = 0; i2 < dims[2]; ++i2) {
-          const T* row = px + i0 * st[0] + i1 * st[1] + i2 * st[2];
-          if (st[3] == 1) {
-            for (int64_t i3 = 0; i3 < dims[3]; ++i3) py[k++] = row[i3];
-          } else {
-            for (int64_t i3 = 0; i3 < dims[3]; ++i3) py[k++] = row[i3 * st[3]];
-          }
-        }
+    detail::for_each_row(w, [&](const std::array<int64_t, 1>& at) {
+      const T* x = px + at[0];
+      if (step == 1)  // a loop, not memcpy: a call per row of 64 floats costs 40% more
+        for (int64_t j = 0; j < row; ++j) py[j] = x[j];
+      else
+        for (int64_t j = 0; j < row; ++j) py[j] = x[j * step];
+      py += row;
+    });
   });
   return record("permute", Y, {X}, where).formula(std::move(backward));
 }

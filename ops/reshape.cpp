@@ -19,7 +19,8 @@ Tensor reshape_to(const Tensor& X, const int64_t* shape, std::size_t n,
                   const std::source_location& where) {
   detail::check_defined("reshape", X, "input");
   if (n > static_cast<std::size_t>(kMaxRank))
-    throw ShapeError("reshape: target shape " + dims_str(shape, n) + " has rank above 4");
+    throw ShapeError("reshape: target shape " + dims_str(shape, n) + " has rank " +
+                     std::to_string(n) + "; at most " + std::to_string(kMaxRank) + " is supported");
   int64_t d[kMaxRank];
   int infer = -1;
   int64_t known = 1;

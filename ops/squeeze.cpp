@@ -37,8 +37,9 @@ Tensor unsqueeze(const Tensor& X, int axis, const std::source_location& where) {
                      std::to_string(-r - 1) + ", " + std::to_string(r) + "] for shape " +
                      X.shape().str());
   if (r == kMaxRank)
-    throw ShapeError("unsqueeze: shape " + X.shape().str() + " is already of rank " +
-                     std::to_string(kMaxRank) + ", the largest a tensor can have");
+    throw ShapeError("unsqueeze: shape " + X.shape().str() + " would become rank " +
+                     std::to_string(r + 1) + "; at most " + std::to_string(kMaxRank) +
+                     " is supported");
   std::vector<int64_t> s = X.shape().vec();
   s.insert(s.begin() + (axis < 0 ? axis + r + 1 : axis), 1);
   return reshape(X, s, where);

@@ -10,7 +10,7 @@ Tensor squeeze(const Tensor& x, int axis, const std::source_location& where = st
 /// x without every axis of size 1, as torch.squeeze(x).
 Tensor squeeze(const Tensor& x, const std::source_location& where = std::source_location::current());
 /// x with a new axis of size 1 at `axis` in [-rank - 1, rank], as torch.unsqueeze. Throws
-/// ShapeError for a bad axis or a result past rank 4.
+/// ShapeError for a bad axis or a result past rank 6.
 Tensor unsqueeze(const Tensor& x, int axis, const std::source_location& where = std::source_location::current());
 /// Axes start..end (negative counts from the end) merged into one, as torch.flatten; a scalar
 /// becomes (1,). Throws ShapeError for a bad axis or start after end.

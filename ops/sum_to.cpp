@@ -4,9 +4,6 @@
 
 #include <tapegrad/ops/sum_to.h>
 
-#include <algorithm>
-#include <vector>
-
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
 #include <tapegrad/ops/broadcast_to.h>
@@ -48,22 +45,13 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
       detail::sum_rows(px, n / m, m, py);
       return;
     }
-    const Shape& s = X.shape();
-    auto st = broadcast_strides(shape, s);
-    std::array<int64_t, kMaxRank> d{1, 1, 1, 1}, t{};
-    const int off = kMaxRank - s.rank();
-    for (int i = 0; i < s.rank(); ++i) {
-      d[off + i] = s[i];
-      t[off + i] = st[i];
-    }
-    std::vector<detail::Accum<T>> acc(m);
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < d[0]; ++i0)
-      for (int64_t i1 = 0; i1 < d[1]; ++i1)
-        for (int64_t i2 = 0; i2 < d[2]; ++i2)
-          for (int64_t i3 = 0; i3 < d[3]; ++i3)
-            acc[i0 * t[0] + i1 * t[1] + i2 * t[2] + i3 * t[3]] += px[k++];
-    std::copy(acc.begin(), acc.end(), py);
+    // Else a sum over the axes where `shape` is 1 or absent, in one walk over X.
+    detail::AxesReduction r;
+    r.in = X.shape();
+    r.out = shape;
+    const int off = X.rank() - shape.rank();
+    for (int i = 0; i < X.rank(); ++i) r.reduced[i] = i < off || shape[i - off] == 1;
+    detail::sum_axes(px, r, py);
   });
   return record("sum_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
     return {broadcast_to(dY, sX)};

@@ -254,6 +254,8 @@ const std::vector<BadCase>& bad_cases() {
       {"squeeze_axis", [] { tg::squeeze(z({2, 1}), 2); }, Kind::Shape, {"squeeze", "axis 2", "(2, 1)"}},
       {"unsqueeze_axis", [] { tg::unsqueeze(z({2, 3}), -4); }, Kind::Shape,
        {"unsqueeze", "axis -4", "[-3, 2]", "(2, 3)"}},
+      {"unsqueeze_rank6", [] { tg::unsqueeze(z({2, 1, 1, 1, 1, 3}), 0); }, Kind::Shape,
+       {"unsqueeze", "(2, 1, 1, 1, 1, 3)", "rank 7", "at most 6"}},
       {"flatten_start_after_end", [] { tg::flatten(z({2, 3, 4}), 2, 1); }, Kind::Shape,
        {"flatten", "start 2", "end 1", "(2, 3, 4)"}},
       {"flatten_axis", [] { tg::flatten(z({2, 3}), 0, 2); }, Kind::Shape, {"flatten", "axis 2", "(2, 3)"}},

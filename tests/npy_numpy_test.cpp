@@ -46,6 +46,7 @@ def save(name, a, version=None):
 save('c64.npy', np.arange(24, dtype=np.float64).reshape(2, 3, 4) * 0.25 - 1.5)
 save('c32.npy', (np.arange(12) / 7).astype('<f4').reshape(3, 4))
 save('r4.npy', np.arange(120, dtype=np.float64).reshape(2, 3, 4, 5) / 3)
+save('r6.npy', (np.arange(72) / 9).astype('<f4').reshape(2, 1, 3, 2, 3, 2))
 save('r0.npy', np.array(2.5))
 save('r1.npy', np.arange(5, dtype=np.float32))
 save('empty.npy', np.zeros((0, 3)))
@@ -67,8 +68,9 @@ save('f16.npy', np.arange(3, dtype='<f2'))
     Dtype dtype;
     std::vector<double> values;
   };
-  std::vector<double> c32, r4;
+  std::vector<double> c32, r4, r6;
   for (int i = 0; i < 12; ++i) c32.push_back(static_cast<float>(i / 7.0));
+  for (int i = 0; i < 72; ++i) r6.push_back(static_cast<float>(i / 9.0));
   for (int i = 0; i < 120; ++i) r4.push_back(i / 3.0);
   std::vector<double> c64 = iota(24, 0.25);
   for (double& x : c64) x -= 1.5;
@@ -77,6 +79,7 @@ save('f16.npy', np.arange(3, dtype='<f2'))
       {"r4.npy", {2, 3, 4, 5}, Dtype::f64, r4}, {"r0.npy", {}, Dtype::f64, {2.5}},
       {"r1.npy", {5}, Dtype::f32, iota(5)},     {"empty.npy", {0, 3}, Dtype::f64, {}},
       {"v2.npy", {2, 3}, Dtype::f64, iota(6)},  {"v3.npy", {3, 2}, Dtype::f32, iota(6)},
+      {"r6.npy", {2, 1, 3, 2, 3, 2}, Dtype::f32, r6},
   };
   for (const Good& g : good) {
     SCOPED_TRACE(g.file);
@@ -123,6 +126,7 @@ TEST(NpyNumpy, NumpyReadsFilesWeWrote) {
       {"e", randn({1, 2, 3, 2}, rng, Dtype::f32)},
       {"f", randn({3, 1}, rng)},
       {"g", from_indices({-5, 0, 7, int64_t{1} << 40}, {2, 2})},
+      {"h", randn({2, 1, 3, 1, 2, 2}, rng)},
   };
   for (const auto& [name, t] : tensors) write_npy(dir.file(name + ".npy"), t);
 
@@ -133,7 +137,7 @@ import io, os, sys
 import numpy as np
 d = sys.argv[1]
 with open(os.path.join(d, 'seen.txt'), 'w') as out:
-    for name in 'abcdefg':
+    for name in 'abcdefgh':
         path = os.path.join(d, name + '.npy')
         with open(path, 'rb') as f:
             version = np.lib.format.read_magic(f)

@@ -129,7 +129,8 @@ std::vector<BadFile> bad_files() {
        "unsupported structured dtype [('a', '<f8'), ('b', '<f8')]"},
       {"descr not a string", with_descr("8"), "'descr' is 8, not a dtype string"},
       // shapes
-      {"rank 5", with_shape("(1, 1, 2, 3, 1)"), "shape (1, 1, 2, 3, 1) has rank 5; at most 4"},
+      {"rank 7", with_shape("(1, 1, 2, 3, 1, 1, 1)"),
+       "shape (1, 1, 2, 3, 1, 1, 1) has rank 7; at most 6"},
       {"shape a list", with_shape("[2, 3]"), "'shape' is [2, 3], not a tuple"},
       {"shape parenthesised int", with_shape("(6)"), "'shape' is (6), not a tuple"},
       {"shape an int", with_shape("6"), "'shape' is 6, not a tuple"},

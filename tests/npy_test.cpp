@@ -37,7 +37,9 @@ TEST(Npy, RoundTripsEveryRankAndDtype) {
   Rng rng(7);
   const std::vector<Shape> shapes = {{},        {5},       {1},          {0},
                                      {0, 3},    {3, 0},    {2, 3},       {1, 7},
-                                     {2, 3, 4}, {2, 0, 4}, {1, 2, 3, 4}, {2, 1, 3, 2}};
+                                     {2, 3, 4}, {2, 0, 4}, {1, 2, 3, 4}, {2, 1, 3, 2},
+                                     {2, 1, 3, 1, 2},       {1, 2, 1, 3, 2, 2},
+                                     {2, 1, 0, 1, 1, 3}};
   for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
     for (const Shape& shape : shapes) {
       SCOPED_TRACE(shape.str() + " " + dtype_name(dtype));
@@ -166,6 +168,7 @@ TEST(Npy, AcceptsHeaderSpellingsNumpyAccepts) {
        {1, 6}},
       {"rank 0", dict("'<f8'", "()"), {}},
       {"rank 4", dict("'<f8'", "(1, 1, 2, 3)"), {1, 1, 2, 3}},
+      {"rank 6", dict("'<f8'", "(1, 1, 2, 1, 3, 1)"), {1, 1, 2, 1, 3, 1}},
       {"empty with huge other dim", dict("'<f8'", "(0, 1000000000000)"), {0, 1000000000000}},
   };
   for (const Row& row : rows) {

@@ -40,7 +40,8 @@ const std::vector<Along> kAlong = {
     {{5}, 0, false},         {{1, 5}, 1, false},       {{1, 5}, 0, true},
     {{5, 1}, 0, false},      {{3, 5}, 0, false},       {{3, 5}, -1, true},
     {{2, 3, 4}, 1, false},   {{2, 3, 4}, -3, true},    {{2, 3, 2, 4}, 2, false},
-    {{2, 1, 3, 4}, -1, true}, {{2, 3, 2, 4}, -4, false}};
+    {{2, 1, 3, 4}, -1, true}, {{2, 3, 2, 4}, -4, false}, {{2, 1, 3, 2, 2}, 2, true},
+    {{2, 1, 2, 3, 1, 2}, -3, false}};
 
 // Entries with ties of two and three, NaN, -inf and inf, in rows of 4 (reduced along dim 1) and
 // columns of 3 (dim 0).
@@ -145,7 +146,8 @@ void gather_cases(std::vector<MultiCase>& c) {
       {{4, 1}, 0, tg::from_indices({3, 1, 1}, {3, 1})},
       {{2, 3, 2}, 1, tg::from_indices({0, 1, 2, 2, 1, 0, 0, 0}, {2, 2, 2})},
       {{2, 2, 3, 2}, 2, tg::from_indices({2, 0, 1, 1, 0, 2, 2, 2}, {2, 2, 1, 2})},
-      {{2, 2, 3, 2}, -4, tg::from_indices({1, 0, 1, 1}, {1, 2, 1, 2})}};
+      {{2, 2, 3, 2}, -4, tg::from_indices({1, 0, 1, 1}, {1, 2, 1, 2})},
+      {{2, 1, 1, 3, 1, 2}, 3, tg::from_indices({1, 0, 2, 2, 0, 1, 1, 1}, {2, 1, 1, 2, 1, 2})}};
   for (const G& g : gs) {
     MultiCase k{"gather dim=" + std::to_string(g.dim), {g.x},
                 [g](Ins x) { return tg::gather(x[0], g.dim, g.index); }};
@@ -180,21 +182,23 @@ void shape_cases(std::vector<MultiCase>& c) {
   for (const auto& [s, dim] : std::vector<std::pair<tg::Shape, int>>{{{3, 1, 2}, 1}, {{3, 2}, 0}, {{4, 1}, -1}, {{1, 1, 2}, -3}})
     c.push_back({"squeeze dim=" + std::to_string(dim), {s}, [dim = dim](Ins x) { return tg::squeeze(x[0], dim); }});
   c.push_back({"squeeze", {{1, 3, 1, 2}}, [](Ins x) { return tg::squeeze(x[0]); }});
-  for (const auto& [s, dim] : std::vector<std::pair<tg::Shape, int>>{{{2, 3}, 0}, {{2, 3}, -1}, {{}, 0}, {{2, 1, 3}, 2}, {{2, 3}, -3}})
+  for (const auto& [s, dim] : std::vector<std::pair<tg::Shape, int>>{{{2, 3}, 0}, {{2, 3}, -1}, {{}, 0}, {{2, 1, 3}, 2}, {{2, 3}, -3}, {{2, 1, 3, 1, 2}, 3}})
     c.push_back({"unsqueeze dim=" + std::to_string(dim), {s}, [dim = dim](Ins x) { return tg::unsqueeze(x[0], dim); }});
   for (const auto& [s, a, b] : std::vector<std::tuple<tg::Shape, int, int>>{
            {{2, 3, 2}, 0, -1}, {{2, 3, 2}, 1, -1}, {{2, 3, 2, 2}, 1, -2}, {{}, 0, -1}, {{1, 5}, 0, 0}, {{2, 3, 2, 2}, -4, 1}})
     c.push_back({"flatten start=" + std::to_string(a) + " end=" + std::to_string(b), {s},
                  [a = a, b = b](Ins x) { return tg::flatten(x[0], a, b); }});
   for (const auto& [s, to] : std::vector<std::pair<tg::Shape, std::vector<int64_t>>>{
-           {{3}, {2, 3}}, {{2, 1}, {-1, 4}}, {{1, 3}, {2, 2, -1}}, {{2, 1, 3, 1}, {2, 2, -1, 2}}, {{}, {2, 3}}}) {
+           {{3}, {2, 3}}, {{2, 1}, {-1, 4}}, {{1, 3}, {2, 2, -1}}, {{2, 1, 3, 1}, {2, 2, -1, 2}}, {{}, {2, 3}},
+           {{2, 1, 3, 1}, {2, 1, 2, -1, 3, 2}}}) {
     std::string sizes;
     for (int64_t v : to) sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
     c.push_back({"expand sizes=" + sizes, {s}, [to = to](Ins x) { return tg::expand(x[0], to); }});
   }
   for (const auto& [s, p, v] : std::vector<std::tuple<tg::Shape, std::vector<int64_t>, double>>{
            {{2, 3}, {1, 2}, 0}, {{2, 3}, {1, 0, 2, 1}, 1.5}, {{3, 4}, {-1, 1, 1, -2}, 0}, {{4}, {0, 3}, -2},
-           {{2, 1, 2, 3}, {1, 0, 0, 2, 1, 1}, 0.25}, {{2, 2}, {}, 0}, {{2, 3}, {-1, -2}, 0}, {{2, 3}, {0, 0, 1, 1}, -INFINITY}}) {
+           {{2, 1, 2, 3}, {1, 0, 0, 2, 1, 1}, 0.25}, {{2, 2}, {}, 0}, {{2, 3}, {-1, -2}, 0}, {{2, 3}, {0, 0, 1, 1}, -INFINITY},
+           {{2, 1, 2, 1, 2, 2}, {1, 0, -1, 1, 0, 2}, 0.5}}) {
     std::string pads;
     for (int64_t e : p) pads += (pads.empty() ? "" : ",") + std::to_string(e);
     MultiCase k{"pad value=" + tg::test::hex_double(v) + " pads=" + pads, {s},

@@ -99,7 +99,8 @@ void model_op_cases(std::vector<TorchCase>& c) {
     auto bin = [mx](Ins x) { return mx ? tg::maximum(x[0], x[1]) : tg::minimum(x[0], x[1]); };
     for (const auto& [a, b] : std::vector<std::pair<tg::Shape, tg::Shape>>{
              {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{4}, {3, 4}}, {{3, 1}, {1, 4}}, {{2, 3}, {}},
-             {{2, 1, 3, 1}, {1, 2, 1, 2}}, {{1, 5}, {5, 1}}}) {
+             {{2, 1, 3, 1}, {1, 2, 1, 2}}, {{1, 5}, {5, 1}}, {{2, 1, 2, 1, 3}, {2, 1, 2, 1}},
+             {{1, 2, 1, 2, 1, 3}, {2, 1, 2, 1, 3, 1}}, {{3}, {2, 1, 2, 1, 2, 3}}}) {
       TorchCase k{op, a, {}};
       k.multi = bin;
       k.more = {b};
@@ -196,7 +197,8 @@ std::vector<TorchCase> cases() {
         {{5}, 0},          {{1, 5}, 0},          {{1, 5}, -1},         {{5, 1}, 0},
         {{3, 5}, 0},       {{3, 5}, -1},         {{2, 3, 4}, 0},       {{2, 3, 4}, 1},
         {{2, 3, 4}, -1},   {{2, 3, 4}, -3},      {{2, 3, 2, 4}, 1},    {{2, 3, 2, 4}, -2},
-        {{2, 1, 3, 4}, 3}, {{2, 3, 1, 4}, -4}};
+        {{2, 1, 3, 4}, 3}, {{2, 3, 1, 4}, -4}, {{2, 1, 3, 2, 2}, 2}, {{2, 1, 2, 3, 1, 2}, -6},
+        {{2, 1, 2, 3, 1, 2}, -1}};
     for (const auto& [s, d] : dims)
       c.push_back({std::string(name) + " dim=" + std::to_string(d), s, [log, d = d](const Tensor& x) {
                      return log ? tg::log_softmax(x, d) : tg::softmax(x, d);
@@ -205,7 +207,8 @@ std::vector<TorchCase> cases() {
   const std::vector<std::tuple<tg::Shape, int, int>> pairs = {
       {{3, 4}, 0, 1},     {{3, 4}, -1, -2},     {{1, 5}, 0, 1},     {{5, 1}, 1, 0},
       {{4}, 0, -1},       {{2, 3, 4}, 0, 1},    {{2, 3, 4}, 0, 2},  {{2, 3, 4}, -1, -2},
-      {{2, 3, 4, 5}, 1, 3}, {{2, 3, 4, 5}, -4, -1}, {{2, 3, 4, 5}, 2, 3}, {{2, 3, 4, 5}, 1, 1}};
+      {{2, 3, 4, 5}, 1, 3}, {{2, 3, 4, 5}, -4, -1}, {{2, 3, 4, 5}, 2, 3}, {{2, 3, 4, 5}, 1, 1},
+      {{2, 3, 1, 2, 2}, 0, 4}, {{2, 1, 3, 2, 1, 2}, 1, -3}, {{2, 1, 3, 2, 1, 2}, -6, -1}};
   for (const auto& [s, a, b] : pairs)
     c.push_back({"transpose dim0=" + std::to_string(a) + " dim1=" + std::to_string(b), s,
                  [a = a, b = b](const Tensor& x) { return tg::transpose(x, a, b); }});
@@ -213,7 +216,9 @@ std::vector<TorchCase> cases() {
       {{3, 4}, {0, 1}, false},      {{3, 4}, {1, 0}, true},        {{1, 5}, {0, -1}, true},
       {{5, 1}, {0}, false},         {{3, 4}, {}, false},           {{2, 3, 4}, {0, 2}, false},
       {{2, 3, 4}, {-1, -2}, true},  {{2, 3, 4}, {2, 0, 1}, true},  {{2, 3, 4, 5}, {1, 3}, false},
-      {{2, 3, 4, 5}, {0, -2, -1}, true}, {{2, 3, 4, 5}, {-4, -3, -2, -1}, false}};
+      {{2, 3, 4, 5}, {0, -2, -1}, true}, {{2, 3, 4, 5}, {-4, -3, -2, -1}, false},
+      {{2, 3, 1, 2, 2}, {1, 4}, false},  {{2, 1, 3, 2, 1, 2}, {0, 2, -1}, true},
+      {{2, 2, 1, 3, 2, 2}, {0, 1, 2, 4, 5}, false}};
   for (const char* name : {"sum", "mean"}) {
     const bool is_mean = name[1] == 'e';
     for (const auto& [s, dims, keep] : reductions) {

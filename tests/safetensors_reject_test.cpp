@@ -85,7 +85,7 @@ std::vector<BadFile> bad_files() {
       {"float dim", one("\"F32\"", "[2.0]", "[0,8]"), "with a non-integer dimension 2.0"},
       {"string dim", one("\"F32\"", "[\"2\"]", "[0,8]"), "with a non-integer dimension \"2\""},
       {"shape an int", one("\"F32\"", "2", "[0,8]"), "tensor 'a' has shape 2, not a list"},
-      {"rank 5", one("\"F32\"", "[1,1,2,1,1]", "[0,8]"), "of rank 5; at most 4 is supported"},
+      {"rank 7", one("\"F32\"", "[1,1,2,1,1,1,1]", "[0,8]"), "of rank 7; at most 6 is supported"},
       {"dim past int64", one("\"F32\"", "[9223372036854775808]", "[0,8]"),
        "a dimension beyond 64 bits"},
       {"count overflow", one("\"F32\"", "[4294967296,4294967296]", "[0,8]"),

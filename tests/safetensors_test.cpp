@@ -49,6 +49,9 @@ NamedTensors sample_tensors() {
       {"empty.i64", from_indices({}, {2, 0, 4})},
       {"rank4.f64", randn({1, 2, 3, 2}, rng)},
       {"rank4.i64", from_indices({1, 2, 3, 4, 5, 6}, {2, 1, 3, 1})},
+      {"rank5.f32", randn({2, 1, 3, 1, 2}, rng, Dtype::f32)},
+      {"rank6.f64", randn({1, 2, 1, 3, 2, 2}, rng)},
+      {"rank6.i64", from_indices({6, 5, 4, 3, 2, 1}, {1, 2, 1, 3, 1, 1})},
       {"empty.f64", zeros({0}, Dtype::f64)},
   };
   return out;
