@@ -26,24 +26,13 @@ namespace {
 
 using test::max_abs_diff;
 using test::names;
+using test::random_state;
 using test::tokens;
 
 LlamaConfig tiny_llama(int64_t kv_heads = 2, bool tie = false) {
   return {.vocab_size = 7, .hidden_size = 8, .intermediate_size = 12, .num_hidden_layers = 2,
           .num_attention_heads = 4, .num_key_value_heads = kv_heads,
           .max_position_embeddings = 8, .tie_word_embeddings = tie, .dtype = Dtype::f64};
-}
-
-// Weights larger than the init (norm weights around 1), so every path carries a signal.
-NamedTensors random_llama_state(const Module& model, Rng& rng) {
-  NamedTensors state;
-  for (const auto& [name, p] : model.named_parameters()) {
-    std::vector<double> v = randn(p.shape(), rng, Dtype::f64, 0.5).to_vector();
-    if (name.find("norm") != std::string::npos)
-      for (double& x : v) x += 1.0;
-    state.emplace_back(name, from_vector(v, p.shape(), p.dtype()));
-  }
-  return state;
 }
 
 TEST(Llama, HuggingFaceNamesAndShapes) {
@@ -148,7 +137,7 @@ TEST(Llama, RotatedScoresDependOnTheOffsetOnly) {
 TEST(Llama, GroupedQueryAttentionEqualsRepeatedHeads) {
   Rng rng(6);
   Llama grouped(tiny_llama(2), rng);
-  grouped.load_state_dict(random_llama_state(grouped, rng));
+  grouped.load_state_dict(random_state(grouped, rng));
   Llama full(tiny_llama(4), rng);
   NamedTensors state;
   for (const auto& [name, p] : grouped.state_dict()) {
@@ -184,19 +173,11 @@ TEST(Llama, GradcheckOfTheLossInEveryParameter) {
     c.max_position_embeddings = 4;
     Rng rng(7);
     Llama model(c, rng);
-    std::vector<std::string> param_names;
-    std::vector<Tensor> inputs;
-    for (const auto& [name, p] : random_llama_state(model, rng)) {
-      param_names.push_back(name);
-      inputs.push_back(p);
-    }
+    const NamedTensors state = random_state(model, rng);
     const Tensor idx = tokens({0, 3, 1, 6, 2, 2, 5, 1}, 2, 4);
     const Tensor targets = tokens({3, 1, 6, -1, 2, 0, 1, 3}, 2, 4);
-    const auto loss = [&](const std::vector<Tensor>& params) {
-      for (size_t i = 0; i < params.size(); ++i) model.set_parameter(param_names[i], params[i]);
-      return model.loss(idx, targets);
-    };
-    const GradcheckResult r = gradcheck(ScalarFunction(loss), inputs);
+    const GradcheckResult r =
+        test::gradcheck_every_parameter(model, state, [&] { return model.loss(idx, targets); });
     EXPECT_TRUE(r.passed) << r.message;
     EXPECT_FALSE(r.vacuous);
   }
@@ -211,7 +192,7 @@ TEST(Llama, CachedChunksEqualOneFullForward) {
     c.dtype = dtype;
     Rng rng(8);
     Llama model(c, rng);
-    model.load_state_dict(random_llama_state(model, rng));
+    model.load_state_dict(random_state(model, rng));
     const std::vector<int64_t> seq = {1, 4, 3, 0, 2, 2, 6, 1, 0, 3, 1, 1, 2, 4, 0, 5};  // (2, 8)
     const Tensor full = model.forward(tokens(seq, 2, 8));                         // (2, 8, V)
     KVCache cache;
@@ -272,7 +253,7 @@ TEST(Llama, FromPretrainedLoadsWhatSavePretrainedWrote) {
     const test::TempDir dir;
     Rng rng(9);
     Llama model(tiny_llama(2, tie), rng);
-    model.load_state_dict(random_llama_state(model, rng));
+    model.load_state_dict(random_state(model, rng));
     save_pretrained(model, dir.file("ckpt"));
     const SafeTensors file = read_safetensors(dir.file("ckpt/model.safetensors"));
     EXPECT_EQ(file.metadata.at("format"), "pt");

@@ -247,19 +247,11 @@ TEST(GPT, GradcheckOfTheLossInEveryParameter) {
     SCOPED_TRACE(c.name);
     Rng rng(10);
     GPT model(c.config, rng);
-    std::vector<std::string> names;
-    std::vector<Tensor> inputs;
-    for (const auto& [name, p] : random_state(model, rng)) {
-      names.push_back(name);
-      inputs.push_back(p);
-    }
+    const NamedTensors state = random_state(model, rng);
     const Tensor idx = tokens({0, 3, 1, 4, 2, 2, 0, 1}, 2, 4);
     const Tensor targets = tokens({3, 1, 4, -1, 2, 0, 1, 3}, 2, 4);
-    const auto loss = [&](const std::vector<Tensor>& params) {
-      for (size_t i = 0; i < params.size(); ++i) model.set_parameter(names[i], params[i]);
-      return model.loss(idx, targets);
-    };
-    const GradcheckResult r = gradcheck(ScalarFunction(loss), inputs);
+    const GradcheckResult r =
+        test::gradcheck_every_parameter(model, state, [&] { return model.loss(idx, targets); });
     EXPECT_TRUE(r.passed) << r.message;
     EXPECT_FALSE(r.vacuous);
   }

@@ -21,18 +21,10 @@ namespace tg::nn {
 namespace {
 
 namespace fs = std::filesystem;
-using test::max_abs_diff;
+using test::max_rel_diff;
 using test::random_state;
 using test::tiny;
 using test::tokens;
-
-// Relative to the array's largest magnitude: entries near zero are judged at its scale.
-double max_rel_diff(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  double scale = 0;
-  for (double x : want.to_vector()) scale = std::max(scale, std::abs(x));
-  return max_abs_diff(got, want) / std::max(scale, 1e-300);
-}
 
 TEST(GPT, MatchesThePyTorchReference) {
   TG_REQUIRE_PYTHON("numpy, torch");

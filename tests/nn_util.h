@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/check/gradcheck.h>
 #include <tapegrad/nn/gpt.h>
 
 namespace tg::test {
@@ -28,17 +29,42 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-// Weights larger than the init (LayerNorm weights around 1), so every path carries a visible
-// signal and gradient.
+// Relative to the array's largest magnitude: entries near zero are judged at its scale.
+inline double max_rel_diff(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape()) return INFINITY;
+  double scale = 0;
+  for (double x : want.to_vector()) scale = std::max(scale, std::abs(x));
+  return max_abs_diff(got, want) / std::max(scale, 1e-300);
+}
+
+// Weights larger than the init (the norms' weights around 1: GPT's ln_*, Llama's *norm), so
+// every path carries a visible signal and gradient.
 inline NamedTensors random_state(const nn::Module& model, Rng& rng) {
   NamedTensors state;
   for (const auto& [name, p] : model.named_parameters()) {
     std::vector<double> v = randn(p.shape(), rng, Dtype::f64, 0.5).to_vector();
-    if (name.find("ln_") != std::string::npos && name.ends_with(".weight"))
+    const bool norm = name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
+    if (norm && name.ends_with(".weight"))
       for (double& x : v) x += 1.0;
     state.emplace_back(name, from_vector(v, p.shape(), p.dtype()));
   }
   return state;
+}
+
+// A gradcheck of `loss` (the model's, at its parameters) in every parameter, from `state`.
+template <class Model, class Loss>
+GradcheckResult gradcheck_every_parameter(Model& model, const NamedTensors& state, Loss loss) {
+  std::vector<std::string> param_names;
+  std::vector<Tensor> inputs;
+  for (const auto& [name, p] : state) {
+    param_names.push_back(name);
+    inputs.push_back(p);
+  }
+  const auto f = [&](const std::vector<Tensor>& params) {
+    for (size_t i = 0; i < params.size(); ++i) model.set_parameter(param_names[i], params[i]);
+    return loss();
+  };
+  return gradcheck(ScalarFunction(f), inputs);
 }
 
 // The names of `t`, in order: `names(m.state_dict())`.
