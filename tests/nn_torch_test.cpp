@@ -15,6 +15,7 @@
 #include <tapegrad/io/npy.h>
 #include <tapegrad/nn/gpt.h>
 #include "nn_util.h"
+#include "ops_torch_util.h"  // max_rel_diff
 #include "test_util.h"
 
 namespace tg::nn {

@@ -29,14 +29,6 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-// Relative to the array's largest magnitude: entries near zero are judged at its scale.
-inline double max_rel_diff(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  double scale = 0;
-  for (double x : want.to_vector()) scale = std::max(scale, std::abs(x));
-  return max_abs_diff(got, want) / std::max(scale, 1e-300);
-}
-
 // Weights larger than the init (the norms' weights around 1: GPT's ln_*, Llama's *norm), so
 // every path carries a visible signal and gradient.
 inline NamedTensors random_state(const nn::Module& model, Rng& rng) {
