@@ -1,6 +1,13 @@
 // The backward pass. run_backward (near the end) takes its steps in order: make_seeds, discover,
 // plant_seeds, mark_needed (tg::grad), execute, then input_grads (tg::grad) or commit. Every walk
 // keeps its own stack, no recursion: a chain of a million ops is fine.
+//
+// A checkpointed region (ops/checkpoint.h) is one node with edges to everything its graph read
+// from outside, and no derivative. When execute reaches it, splice records the region again from
+// the inputs it kept and puts the new graph in its place: the new nodes join the pass, the edges'
+// nodes wait for them instead, and the region's gradient seeds the new output. The pass then runs
+// as if the region had been recorded once (the same order, so the same sums, bit for bit), and no
+// backward runs inside another.
 
 #include <algorithm>
 #include <utility>
@@ -108,8 +115,7 @@ class Pass {
         throw GraphError("backward: the graph through " + op_at(*n) +
                          " was freed by an earlier backward; pass retain_graph=true to the first "
                          "backward to go through it twice");
-      for (int i = 0; i < n->num_inputs; ++i) {
-        const Edge& e = n->next[i];
+      for (const Edge& e : n->edges()) {
         if (e.leaf) note_leaf(e.leaf.get());
         Node* c = e.node.get();
         if (!c) continue;
@@ -121,8 +127,8 @@ class Pass {
     sort_leaves();
     if (on_ready_)
       for (const NodeState& st : w_->nodes)
-        for (int i = 0; i < st.node->num_inputs; ++i)
-          if (const Edge& e = st.node->next[i]; e.leaf) ++leaf(e.leaf.get())->uses;
+        for (const Edge& e : st.node->edges())
+          if (e.leaf) ++leaf(e.leaf.get())->uses;
   }
 
   // Each output's seed is its first gradient (a tensor given twice gets both).
@@ -158,17 +164,15 @@ class Pass {
       Node* n = ready.back();
       ready.pop_back();
       order.push_back(n);
-      for (int i = 0; i < n->num_inputs; ++i)
-        if (Node* c = n->next[i].node.get(); c && --waiting[c->slot] == 0) ready.push_back(c);
+      for (const Edge& e : n->edges())
+        if (Node* c = e.node.get(); c && --waiting[c->slot] == 0) ready.push_back(c);
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       NodeState& st = state(*it);
       bool needed = st.capture >= 0;
-      for (int i = 0; i < (*it)->num_inputs && !needed; ++i) {
-        const Edge& e = (*it)->next[i];
-        needed = (e.leaf && leaf(e.leaf.get())->input >= 0) ||
+      for (const Edge& e : (*it)->edges())
+        needed = needed || (e.leaf && leaf(e.leaf.get())->input >= 0) ||
                  (e.node && state(e.node.get()).needed);
-      }
       st.needed = needed;
     }
   }
@@ -185,7 +189,10 @@ class Pass {
       // dY lives until n's gradients are sent: who holds a buffer decides where the sums go.
       Tensor dY(std::move(state(n).grad));
       if (n->hooks && dY.defined()) dY = run_hooks(*n->hooks, dY, "the output of " + op_at(*n));
-      send(*n, run(*n, dY));
+      if (n->recompute)
+        splice(*n, dY);
+      else
+        send(*n, run(*n, dY));
     }
     // A leaf that is itself an output has no use below the outputs: its seed is its gradient.
     for (const Tensor& y : call_.outputs)
@@ -263,13 +270,15 @@ class Pass {
   }
 
   // Adds each input's gradient into its state; an input node that has now heard from all its
-  // consumers is ready.
+  // consumers is ready. (A region's node that got no gradient sends none, to its many edges.)
   void send(const Node& n, const Grads& grads) {
     const RecordingWithin within(n);  // the sums create_graph records
-    for (int i = 0; i < n.num_inputs; ++i) {
-      const Edge& e = n.next[i];
+    const std::span<const Edge> edges = n.edges();
+    static const Tensor none;
+    for (std::size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
       if (!e.active()) continue;
-      const Tensor& g = grads[i];
+      const Tensor& g = n.recompute ? none : grads[i];
       if (g.defined()) check_fits(n, i, g);
       if (e.leaf) {
         if (!g.defined() && !on_ready_) continue;
@@ -283,6 +292,64 @@ class Pass {
       if (g.defined()) accumulate_grad(c.grad, g, call_.create_graph);
       if (--c.waiting == 0) w_->ready.push_back(e.node.get());
     }
+  }
+
+  // A checkpointed region's node n with gradient dY (see the top of this file).
+  void splice(Node& n, const Tensor& dY) {
+    if (!dY.defined()) return send(n, Grads{});
+    if (!n.recompute->run)
+      throw GraphError("backward: the graph through " + op_at(n) + " was freed by an earlier "
+                       "backward; pass retain_graph=true to the first backward to go through it twice");
+    std::vector<Node*> made;  // the nodes the recomputation records
+    Tensor y;
+    {
+      NodeCollector collect(made);
+      GradModeGuard on(true);
+      y = n.recompute->run();
+    }
+    std::ranges::sort(made);
+    recomputed_.push_back(y);  // keeps the new graph alive for the pass
+    // Discovers the new nodes from y down; every edge out of them must be one of n's.
+    std::vector<int> hits(n.recompute->edges.size(), 0);
+    const auto edge_of_n = [&](const Edge& e) {
+      for (std::size_t k = 0; k < hits.size(); ++k)
+        if (const Edge& m = n.recompute->edges[k]; (e.leaf && m.leaf == e.leaf) || (e.node && m.node == e.node))
+          return static_cast<int>(k);
+      throw GraphError("backward: recomputing " + op_at(n) + " read a tensor its forward did not "
+                       "read (fn records another graph each time it runs)");
+    };
+    Node* root = y.impl().grad_fn.get();
+    std::vector<Node*>& stack = w_->stack;
+    visit(root);
+    stack.push_back(root);
+    while (!stack.empty()) {
+      Node* m = stack.back();
+      stack.pop_back();
+      for (const Edge& e : m->edges()) {
+        Node* c = e.node.get();
+        if (!e.leaf && !c) continue;
+        if (c && std::ranges::binary_search(made, c)) {
+          if (visit(c)) stack.push_back(c);
+          ++state(c).waiting;
+          continue;
+        }
+        ++hits[edge_of_n(e)];
+        if (c) ++state(c).waiting;
+        else if (on_ready_) ++leaf(e.leaf.get())->uses;
+      }
+    }
+    // n's edges now wait for the new nodes instead of n.
+    for (std::size_t k = 0; k < hits.size(); ++k) {
+      const Edge& e = n.recompute->edges[k];
+      if (hits[k] == 0)
+        throw GraphError("backward: recomputing " + op_at(n) + " did not read a tensor its "
+                         "forward read (fn records another graph each time it runs)");
+      if (e.node) --state(e.node.get()).waiting;
+      else if (on_ready_) --leaf(e.leaf.get())->uses;
+    }
+    accumulate_grad(state(root).grad, dY, call_.create_graph);
+    w_->ready.push_back(root);
+    if (!call_.retain_graph) n.release();
   }
 
   // Refuses a gradient g for input i of n that is not of the input's shape and dtype.
@@ -319,6 +386,7 @@ class Pass {
   const GradReadyFn* on_ready_;   // backward's GradReadyScope callback, or null
   std::size_t unique_bound_ = 64;
   std::vector<Tensor> captured_;  // tg::grad's: each input's gradient
+  std::vector<Tensor> recomputed_;  // the outputs of the regions splice recorded again
 };
 
 }  // namespace

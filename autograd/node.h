@@ -28,12 +28,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <source_location>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 #include <tapegrad/autograd/backward_fn.h>
 #include <tapegrad/autograd/grad_mode.h>
@@ -54,6 +56,16 @@ struct SavedVersion {
   const Storage* storage;
   uint64_t version;
   Shape shape;  // for the error message
+};
+
+/// What a checkpointed region's node holds instead of a derivative (ops/checkpoint.h): its edges,
+/// to every tensor the region's graph reached outside itself (the inputs and the parameters fn
+/// read, any number of them), and `run`, which records the region again from the inputs it kept
+/// and returns its output on that new graph. The backward pass splices the new graph in the
+/// node's place (backward_pass.cpp).
+struct Recompute {
+  std::vector<Edge> edges;
+  std::function<Tensor()> run;  // null once the node is released
 };
 
 inline constexpr int kMaxSaved = kMaxInputs + 1;
@@ -84,6 +96,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::source_location where;  // the user's call that recorded this node
   const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
   std::shared_ptr<detail::HookList> hooks;  // on the output's gradient (Tensor::register_hook)
+  std::unique_ptr<Recompute> recompute;     // only for a checkpointed region's node
   // Engine-private: this node's state in the backward pass now running, and which pass owns it
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;
@@ -97,6 +110,10 @@ class Node : public std::enable_shared_from_this<Node> {
   ~Node();
   /// Drops what backward needed (closures, saved output).
   void release();
+  /// The edges to the inputs: next[0, num_inputs), or a checkpointed region's.
+  std::span<const Edge> edges() const {
+    return recompute ? std::span<const Edge>(recompute->edges) : std::span<const Edge>(next.data(), num_inputs);
+  }
   /// Notes one more tensor the derivative reads. Throws GraphError past kMaxSaved, MemoryError.
   void add_saved(const SavedVersion& v);
 
@@ -109,6 +126,22 @@ class Node : public std::enable_shared_from_this<Node> {
 std::shared_ptr<Node> make_node();
 
 namespace detail {
+/// While alive, every node this thread records is appended to `nodes` (the innermost collector
+/// only): how checkpoint finds the graph its region recorded.
+class NodeCollector {
+ public:
+  explicit NodeCollector(std::vector<Node*>& nodes);
+  ~NodeCollector();
+  NodeCollector(const NodeCollector&) = delete;
+  NodeCollector& operator=(const NodeCollector&) = delete;
+  /// Appends n to the innermost living collector, if any.
+  static void note(Node* n);
+
+ private:
+  std::vector<Node*>* outer_;
+};
+/// A tensor of `storage`'s values as the output of `node` (its shape and dtype).
+Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage);
 bool any_requires_grad(std::span<const Tensor> inputs);
 inline bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   return any_requires_grad(std::span(inputs.begin(), inputs.size()));

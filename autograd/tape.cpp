@@ -66,17 +66,8 @@ void drop_closure(BackwardFn& f, ReleaseQueue& q) {
   drain(q);
 }
 
-Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage) {
-  auto impl = detail::make_pooled<TensorImpl>();
-  impl->shape = node->output_shape;
-  impl->dtype = node->output_dtype;
-  impl->storage = std::move(storage);
-  impl->requires_grad = true;
-  impl->grad_fn = std::move(node);
-  return Tensor(std::move(impl));
-}
-
 thread_local const detail::RecordingWithin* innermost_within = nullptr;
+thread_local std::vector<Node*>* innermost_collector = nullptr;
 thread_local bool formula_only = false;
 
 // "recorded at model.cpp:12", or "recorded within the backward of 'softmax' at model.cpp:12".
@@ -129,6 +120,11 @@ Node::~Node() {
   ReleaseQueue& q = release_queue;
   for (int i = 0; i < num_inputs; ++i)
     if (next[i].node) enqueue(q.nodes, next[i].node);
+  if (recompute) {
+    for (Edge& e : recompute->edges)
+      if (e.node) enqueue(q.nodes, e.node);
+    recompute.reset();  // what its closure holds is held by the queued edges too
+  }
   drop_closure(formula, q);
   drop_closure(kernel, q);
   drain(q);
@@ -153,6 +149,7 @@ void Node::release() {
   ReleaseQueue& q = release_queue;
   drop_closure(formula, q);
   drop_closure(kernel, q);
+  if (recompute) recompute->run = nullptr;  // the kept inputs go; the edges stay, as next's do
   output_storage.reset();
   released = true;
   drain(q);
@@ -174,6 +171,22 @@ std::shared_ptr<Node> make_node() {
 }
 
 namespace detail {
+
+Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage) {
+  auto impl = make_pooled<TensorImpl>();
+  impl->shape = node->output_shape;
+  impl->dtype = node->output_dtype;
+  impl->storage = std::move(storage);
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  return Tensor(std::move(impl));
+}
+
+NodeCollector::NodeCollector(std::vector<Node*>& nodes) : outer_(std::exchange(innermost_collector, &nodes)) {}
+NodeCollector::~NodeCollector() { innermost_collector = outer_; }
+void NodeCollector::note(Node* n) {
+  if (innermost_collector) innermost_collector->push_back(n);
+}
 
 bool any_requires_grad(std::span<const Tensor> inputs) {
   for (const Tensor& t : inputs)
@@ -201,6 +214,7 @@ Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
                      ": record it as two ops, or stack inputs of one shape into one tensor");
   auto node = make_node();
   raw = node.get();
+  NodeCollector::note(raw);
   node->op = op;
   node->where = where;
   if (const RecordingWithin* w = innermost_within) {

@@ -173,7 +173,15 @@ std::vector<Tensor> GPT::attention_weights(int64_t layer) const {
 
 Tensor GPT::forward(const Tensor& idx) const {
   Tensor x = embed(idx, 0, "GPT::forward");  // (B, T, C)
-  for (const auto& block : transformer.h) x = (*block)(x);
+  for (const auto& block : transformer.h) {
+    if (!config_.checkpoint_blocks) {
+      x = (*block)(x);
+      continue;
+    }
+    const Block* b = block.get();
+    x = checkpoint([b](const std::vector<Tensor>& in) { return b->forward(in[0]); }, {x},
+                   {.rngs = {&dropout_rng_}});
+  }
   return logits(x);  // (B, T, V)
 }
 

@@ -38,6 +38,10 @@ struct GPTConfig {
   bool attention_only = false;  // blocks without ln_2 and mlp
   double dropout = 0.0;
   Dtype dtype = get_default_dtype();  // when the config is made
+  // Each block under tg::checkpoint: its activations recomputed in the backward, not kept (less
+  // memory, one more forward of the blocks). How a run trains, not what the model is: not in
+  // tapegrad.config.
+  bool checkpoint_blocks = false;
 };
 
 /// Keys and values of the positions seen so far, per layer, for generation (GPT::forward_cached).
@@ -135,6 +139,8 @@ class GPT : public Module {
   const GPTConfig& config() const { return config_; }
   /// Reseeds the Rng the dropout layers draw from. Never throws.
   void set_seed(uint64_t seed) { dropout_rng_ = Rng(seed); }
+  /// Turns GPTConfig::checkpoint_blocks on or off. Never throws.
+  void set_checkpoint_blocks(bool on) { config_.checkpoint_blocks = on; }
   /// The dropout layers' Rng (for saving and restoring a run's state).
   Rng& dropout_rng() { return dropout_rng_; }
 
@@ -155,7 +161,7 @@ class GPT : public Module {
   Tensor logits(const Tensor& x) const;
 
   GPTConfig config_;
-  Rng dropout_rng_{0};
+  mutable Rng dropout_rng_{0};  // the forward's dropouts draw from it (the blocks hold it)
 
  public:
   Transformer transformer;  // after config_ and dropout_rng_, which it is built from

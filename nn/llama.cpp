@@ -172,9 +172,15 @@ Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* 
                      " exceeds max_position_embeddings " +
                      std::to_string(config_.max_position_embeddings));
   Tensor x = model.embed_tokens(idx);  // (B, T, C)
-  for (size_t l = 0; l < model.layers.size(); ++l)
-    x = cache ? model.layers[l].forward(x, start, &cache->k[l], &cache->v[l])
-              : model.layers[l].forward(x);
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const LlamaDecoderLayer* layer = &model.layers[l];
+    if (cache)
+      x = layer->forward(x, start, &cache->k[l], &cache->v[l]);
+    else if (config_.checkpoint_blocks)
+      x = checkpoint([layer](const std::vector<Tensor>& in) { return layer->forward(in[0]); }, {x});
+    else
+      x = layer->forward(x);
+  }
   Tensor h = model.norm(x);                                            // (B, T, C)
   return lm_head ? (*lm_head)(h) : matmul(h, model.embed_tokens.weight, false, true);  // (B, T, V)
 }

@@ -45,6 +45,9 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false;
   Dtype dtype = get_default_dtype();  // when the config is made
+  // Each decoder layer under tg::checkpoint (recomputed in the backward, not kept), as Hugging
+  // Face's gradient_checkpointing_enable(). How a run trains: in neither config file.
+  bool checkpoint_blocks = false;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
@@ -123,6 +126,8 @@ class Llama : public Module {
   Tensor forward_cached(const Tensor& idx, KVCache& cache) const;
 
   const LlamaConfig& config() const { return config_; }
+  /// Turns LlamaConfig::checkpoint_blocks on or off. Never throws.
+  void set_checkpoint_blocks(bool on) { config_.checkpoint_blocks = on; }
 
   // Hugging Face's LlamaModel, `model.` in the names.
   struct Model : Module {

@@ -10,6 +10,7 @@
 #include <tapegrad/ops/binary_cross_entropy_with_logits.h>
 #include <tapegrad/ops/broadcast_to.h>
 #include <tapegrad/ops/causal_attention.h>
+#include <tapegrad/ops/checkpoint.h>
 #include <tapegrad/ops/clamp.h>
 #include <tapegrad/ops/compare.h>
 #include <tapegrad/ops/conv.h>

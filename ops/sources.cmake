@@ -10,6 +10,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/binary_cross_entropy_with_logits.cpp
   ops/broadcast_to.cpp
   ops/causal_attention.cpp
+  ops/checkpoint.cpp
   ops/clamp.cpp
   ops/compare.cpp
   ops/conv.cpp

@@ -26,6 +26,11 @@ const Arch* const kArchs[] = {&kGptArch, &kLlamaArch, &kCnnArch, &kMlpArch};
 
 }  // namespace
 
+void Model::set_checkpoint_blocks() {
+  throw UsageError(std::string("--checkpoint-blocks: --arch ") + arch().name +
+                   " has no blocks to checkpoint (gpt and llama have)");
+}
+
 const Arch* find_arch(const std::string& name) {
   for (const Arch* a : kArchs)
     if (name == a->name) return a;

@@ -77,6 +77,9 @@ class Model {
   /// The others take --dropout through their config; for them this is never called. Throws
   /// ValueError for p outside [0, 1).
   virtual void set_dropout(double) {}
+  /// --checkpoint-blocks: each block of the model under tg::checkpoint. Throws UsageError for an
+  /// architecture without blocks.
+  virtual void set_checkpoint_blocks();
 
   /// loss(forward(batch.x), batch.y).
   Tensor batch_loss(const data::Batch& batch) const { return loss(forward(batch.x), batch.y); }

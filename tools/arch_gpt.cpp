@@ -65,6 +65,7 @@ class GptModel : public Model {
     return cross_entropy(reshape(logits, {-1, config().vocab_size}), reshape(targets, {-1}), -1);
   }
   Rng& dropout_rng() override { return gpt_->dropout_rng(); }
+  void set_checkpoint_blocks() override { gpt_->set_checkpoint_blocks(true); }
   bool tied(const std::string& name) const override { return name == "lm_head.weight"; }
   std::unique_ptr<Decoder> decoder() const override { return std::make_unique<GptDecoder>(*gpt_); }
 

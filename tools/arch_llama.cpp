@@ -78,6 +78,7 @@ class LlamaModel : public Model {
   std::unique_ptr<Decoder> decoder() const override {
     return std::make_unique<LlamaDecoder>(*llama_);
   }
+  void set_checkpoint_blocks() override { llama_->set_checkpoint_blocks(true); }
   void set_dropout(double p) override {
     if (p != 0)
       throw UsageError("--arch llama has no dropout (Hugging Face's Llama trains without); "

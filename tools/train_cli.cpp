@@ -86,6 +86,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(int_at_least(0))->capture_default_str();
   t->add_option("--eval-batches", a.eval_batches, "Batches per evaluation")
       ->check(int_at_least(1))->capture_default_str();
+  t->add_flag("--checkpoint-blocks", a.checkpoint_blocks,
+              "Recompute each block's activations in the backward instead of keeping them "
+              "(gpt, llama): less memory, one more forward of the blocks");
   t->add_option("--threads", a.threads,
                 "Threads for the kernels, at most (fewer while other processes keep cores busy)")
       ->check(int_at_least(1));

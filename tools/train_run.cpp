@@ -251,6 +251,7 @@ Run prepare(const TrainArgs& flags, const RootFiles& files, int ranks) {
 
   run.model = checkpoint ? std::move(checkpoint->model.model) : new_model(a, *run.data);
   run.model->dropout_rng() = Rng(a.seed ^ kDropoutStream);
+  if (a.checkpoint_blocks) run.model->set_checkpoint_blocks();
   if (!a.init.empty())
     ckpt::load_weights(*run.model, parse_safetensors(files.init, a.init).tensors, a.init);
   run.model->module().train();

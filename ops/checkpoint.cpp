@@ -1,0 +1,186 @@
+// checkpoint (see checkpoint.h). The forward runs fn with grad mode on, as the plain run does,
+// notes the nodes it records (a NodeCollector), and keeps of them only their edges out of the
+// region; the node it makes holds those edges and the recomputation. The backward pass splices
+// the recomputed graph in (autograd/backward_pass.cpp).
+
+#include <tapegrad/ops/checkpoint.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/narrow.h>
+#include <tapegrad/ops/reshape.h>
+
+namespace tg {
+namespace {
+
+// fn's outputs as the one tensor a node has: the output itself, or several end to end.
+Tensor pack(const std::vector<Tensor>& outs, const std::string& who) {
+  if (outs.empty()) throw ValueError(who + ": fn returned no tensor");
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].defined())
+      throw ValueError(who + ": fn's output " + std::to_string(i) + " is an undefined tensor");
+    if (outs[i].dtype() != outs[0].dtype())
+      throw ValueError(who + ": fn's outputs are " + dtype_name(outs[0].dtype()) + " and " +
+                       dtype_name(outs[i].dtype()) + "; several outputs must share a dtype");
+  }
+  if (outs.size() == 1) return outs[0];
+  std::vector<Tensor> flat;
+  for (const Tensor& o : outs) flat.push_back(reshape(o, {o.numel()}));
+  return cat(flat, 0);
+}
+
+std::vector<uint64_t> versions(const std::vector<Tensor>& ts) {
+  std::vector<uint64_t> v;
+  for (const Tensor& t : ts) v.push_back(t.version());
+  return v;
+}
+
+// The distinct edges out of the graph fn recorded below root (`made`: the nodes it recorded,
+// sorted).
+std::vector<Edge> region_edges(Node* root, const std::vector<Node*>& made) {
+  std::vector<char> seen(made.size(), 0);
+  const auto inside = [&](const Node* n) -> char* {
+    const auto it = std::ranges::lower_bound(made, n);
+    return it != made.end() && *it == n ? &seen[it - made.begin()] : nullptr;
+  };
+  std::vector<Edge> edges;
+  std::vector<Node*> stack{root};
+  *inside(root) = 1;
+  while (!stack.empty()) {
+    const Node* m = stack.back();
+    stack.pop_back();
+    for (const Edge& e : m->edges()) {
+      if (!e.active()) continue;
+      if (char* s = e.node ? inside(e.node.get()) : nullptr) {
+        if (!*s) stack.push_back(e.node.get());
+        *s = 1;
+      } else if (std::ranges::none_of(edges, [&](const Edge& o) { return o.node == e.node && o.leaf == e.leaf; })) {
+        edges.push_back(e);
+      }
+    }
+  }
+  return edges;
+}
+
+// Sets each Rng to the state it had at the forward; the destructor puts back the state it has now.
+class RngReplay {
+ public:
+  RngReplay(const std::vector<Rng*>& rngs, const std::vector<Rng>& then) : rngs_(rngs) {
+    for (std::size_t i = 0; i < rngs.size(); ++i) {
+      now_.push_back(*rngs[i]);
+      *rngs[i] = then[i];
+    }
+  }
+  ~RngReplay() {
+    for (std::size_t i = 0; i < now_.size(); ++i) *rngs_[i] = std::move(now_[i]);
+  }
+  RngReplay(const RngReplay&) = delete;
+  RngReplay& operator=(const RngReplay&) = delete;
+
+ private:
+  const std::vector<Rng*>& rngs_;
+  std::vector<Rng> now_;
+};
+
+void check_unchanged(const Tensor& t, uint64_t then, const std::string& who, const std::string& what) {
+  if (t.version() == then) return;
+  throw GraphError(who + ": " + what + ", of shape " + t.shape().str() +
+                   ", was modified in place since the forward (version " + std::to_string(then) +
+                   ", now " + std::to_string(t.version()) + "); recomputing fn from it would give "
+                   "wrong gradients. Run backward before changing it, or change a clone");
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointOptions& options, const std::source_location& where) {
+  const std::string who = std::string("checkpoint (at ") + where.file_name() + ":" + std::to_string(where.line()) + ")";
+  if (!fn) throw ValueError(who + ": fn is empty");
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined()) throw ValueError(who + ": input " + std::to_string(i) + " is an undefined tensor");
+  for (const Rng* r : options.rngs)
+    if (r == nullptr) throw ValueError(who + ": options.rngs holds a null Rng");
+  if (!is_grad_enabled()) return fn(inputs);
+
+  const std::vector<uint64_t> input_versions = versions(inputs);
+  std::vector<Rng> rngs_then;
+  for (const Rng* r : options.rngs) rngs_then.push_back(*r);
+  std::vector<Node*> made;
+  std::vector<Tensor> outs;
+  Tensor y;
+  {
+    detail::NodeCollector collect(made);
+    outs = fn(inputs);
+    y = pack(outs, who);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].version() != input_versions[i])
+      throw GraphError(who + ": fn wrote into its input " + std::to_string(i) + ", of shape " +
+                       inputs[i].shape().str() + ", in place; a checkpointed fn must leave its "
+                       "inputs as they are (the recomputation reads them again)");
+  std::ranges::sort(made);
+  Node* root = y.requires_grad() ? y.impl().grad_fn.get() : nullptr;
+  if (root == nullptr || !std::ranges::binary_search(made, root))
+    return outs;  // nothing to differentiate, or fn returned a tensor made outside it
+
+  auto rc = std::make_unique<Recompute>();
+  rc->edges = region_edges(root, made);
+  std::vector<std::pair<Tensor, uint64_t>> read;  // the leaves fn read, with their versions
+  for (const Edge& e : rc->edges)
+    if (e.leaf) read.emplace_back(Tensor(e.leaf), e.leaf->storage->version());
+  const std::shared_ptr<Storage> value = y.impl().storage;
+  const uint64_t value_version = value->version();
+  const std::size_t bytes = static_cast<std::size_t>(y.numel()) * dtype_size(y.dtype());
+  rc->run = [fn, inputs, input_versions, read = std::move(read), rngs = options.rngs,
+             rngs_then = std::move(rngs_then), value, value_version, bytes, who]() -> Tensor {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      check_unchanged(inputs[i], input_versions[i], who, "its input " + std::to_string(i));
+    for (const auto& [t, then] : read) check_unchanged(t, then, who, "a tensor fn read");
+    Tensor y2;
+    {
+      const RngReplay replay(rngs, rngs_then);
+      y2 = pack(fn(inputs), who);
+    }
+    const bool same = y2.requires_grad() && y2.impl().grad_fn && y2.numel() * dtype_size(y2.dtype()) == bytes &&
+                      (value->version() != value_version || std::memcmp(y2.impl().storage->data(), value->data(), bytes) == 0);
+    if (!same)
+      throw GraphError(who + ": recomputing fn gave other values than its forward did; fn draws "
+                       "from an Rng not in CheckpointOptions::rngs, was switched to eval or "
+                       "training since, or is not deterministic");
+    return y2;
+  };
+  std::vector<Shape> shapes;
+  for (const Tensor& o : outs) shapes.push_back(o.shape());
+  auto node = make_node();
+  node->op = "checkpoint";
+  node->where = where;
+  node->output_shape = y.shape();
+  node->output_dtype = y.dtype();
+  node->recompute = std::move(rc);
+  detail::NodeCollector::note(node.get());  // an enclosing checkpoint's region holds this node
+  Tensor out = detail::node_output(std::move(node), y.impl().storage);
+  outs.clear();
+  y = Tensor();  // the region's graph goes: only the inputs stay, in the node
+  if (shapes.size() == 1) return {out};
+  std::vector<Tensor> pieces;
+  int64_t offset = 0;
+  for (const Shape& s : shapes) {
+    pieces.push_back(reshape(narrow(out, 0, offset, s.numel()), s.vec()));
+    offset += s.numel();
+  }
+  return pieces;
+}
+
+Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                  const std::vector<Tensor>& inputs, const CheckpointOptions& options,
+                  const std::source_location& where) {
+  if (!fn) return checkpoint(CheckpointFn(), inputs, options, where)[0];  // throws: fn is empty
+  return checkpoint([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; },
+                    inputs, options, where)[0];
+}
+
+}  // namespace tg
