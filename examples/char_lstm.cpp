@@ -6,6 +6,7 @@
 //   char_lstm TEXT_FILE [STEPS]
 
 #include <fstream>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <tapegrad/tapegrad.h>
@@ -43,8 +44,8 @@ int main(int argc, char** argv) {
     std::cerr << "char_lstm: cannot read " << argv[1] << "\n";
     return 1;
   }
-  const std::string text{std::istreambuf_iterator<char>(file), {}};
   try {
+    const std::string text{std::istreambuf_iterator<char>(file), {}};  // throws for a directory
     const int64_t steps = argc > 2 ? count_arg(argv[2], "STEPS", 1) : 500;
     const tg::data::CharTokenizer tokenizer = tg::data::CharTokenizer::from_text(text);
     const tg::data::TextData data(text, tokenizer);  // 90% train, 10% validation
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
       std::tie(logits, state) = model.forward(tg::from_indices({next}, {1, 1}), state);
     }
     std::cout << "sample: " << tokenizer.decode(ids) << "\n";
-  } catch (const tg::Error& e) {
+  } catch (const std::exception& e) {  // tg's errors (tg::Error) and the file's
     std::cerr << "char_lstm: " << e.what() << "\n";
     return 1;
   }

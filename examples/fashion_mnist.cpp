@@ -5,6 +5,7 @@
 //
 //   fashion_mnist DIR [EPOCHS] [TRAIN_LIMIT]    (TRAIN_LIMIT: the first N training images; 0: all)
 
+#include <exception>
 #include <iostream>
 #include <tapegrad/tapegrad.h>
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
       seen += rows;
     }
     std::cout << "test accuracy " << correct / seen << " (" << seen << " images)\n";
-  } catch (const tg::Error& e) {
+  } catch (const std::exception& e) {  // tg's errors (tg::Error) and the standard library's
     std::cerr << "fashion_mnist: " << e.what() << "\n";
     return 1;
   }
