@@ -1,14 +1,17 @@
 // Train a character-level LSTM language model on a text, in C++: each character's embedding, an
 // LSTM over windows of 64 characters, a linear head to the next character's logits, cross
-// entropy, AdamW; then continue the text's first characters greedily (the most likely next
-// character at every step), carrying the LSTM's state from one character to the next.
+// entropy, AdamW; then continue the text's first characters, each next character drawn from the
+// model's distribution with a seeded Rng, carrying the LSTM's state from one to the next.
 //
 //   char_lstm TEXT_FILE [STEPS]
 
-#include <fstream>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 #include <tapegrad/tapegrad.h>
 
 #include "args.h"
@@ -68,7 +71,9 @@ int main(int argc, char** argv) {
     auto [logits, state] = model.forward(tg::from_indices(ids, {1, int64_t(ids.size())}));
     for (int k = 0; k < 300; ++k) {
       const tg::Tensor last = tg::narrow(logits, 1, logits.size(1) - 1, 1);  // (1, 1, vocab)
-      const int64_t next = static_cast<int64_t>(tg::argmax(last).item());
+      const std::vector<double> p = tg::softmax(last).to_vector();  // the next character's odds
+      int64_t next = 0;  // drawn from p: the first whose cumulative probability passes u
+      for (double u = rng.uniform(0, 1); next + 1 < tokenizer.size() && (u -= p[next]) > 0;) ++next;
       ids.push_back(next);
       std::tie(logits, state) = model.forward(tg::from_indices({next}, {1, 1}), state);
     }
