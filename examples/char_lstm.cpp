@@ -5,6 +5,8 @@
 //
 //   char_lstm TEXT_FILE [STEPS]
 
+#include <algorithm>
+#include <cstddef>
 #include <exception>
 #include <fstream>
 #include <iostream>
@@ -63,17 +65,21 @@ int main(int argc, char** argv) {
       tg::optim::clip_grad_norm(model.named_parameters(), 1.0);
       opt.step();
       opt.zero_grad();
-      if (it % 50 == 0 || it == steps - 1) std::cout << "step " << it << " loss " << loss.item() << "\n";
+      if (it % 50 == 0 || it == steps - 1)
+        std::cout << "step " << it << " loss " << loss.item() << "\n";
     }
 
     tg::NoGradGuard no_grad;
-    std::vector<int64_t> ids = tokenizer.encode(text.substr(0, 8));  // the prompt
-    auto [logits, state] = model.forward(tg::from_indices(ids, {1, int64_t(ids.size())}));
+    std::vector<int64_t> ids = tokenizer.encode(text);
+    ids.resize(std::min<std::size_t>(ids.size(), 8));  // the prompt: the first 8 characters
+    const int64_t T = static_cast<int64_t>(ids.size());
+    auto [logits, state] = model.forward(tg::from_indices(ids, {1, T}));  // logits (1, T, vocab)
     for (int k = 0; k < 300; ++k) {
       const tg::Tensor last = tg::narrow(logits, 1, logits.size(1) - 1, 1);  // (1, 1, vocab)
-      const std::vector<double> p = tg::softmax(last).to_vector();  // the next character's odds
-      int64_t next = 0;  // drawn from p: the first whose cumulative probability passes u
-      for (double u = rng.uniform(0, 1); next + 1 < tokenizer.size() && (u -= p[next]) > 0;) ++next;
+      const std::vector<double> p = tg::softmax(last).to_vector();  // the next one's probabilities
+      double u = rng.uniform(0, 1);
+      int64_t next = 0;  // drawn from p: the first character whose cumulative probability passes u
+      while (next + 1 < tokenizer.size() && (u -= p[next]) > 0) ++next;
       ids.push_back(next);
       std::tie(logits, state) = model.forward(tg::from_indices({next}, {1, 1}), state);
     }
