@@ -309,16 +309,21 @@ class Pass {
     }
     std::ranges::sort(made);
     recomputed_.push_back(y);  // keeps the new graph alive for the pass
-    // Discovers the new nodes from y down; every edge out of them must be one of n's.
-    std::vector<int> hits(n.recompute->edges.size(), 0);
-    const auto edge_of_n = [&](const Edge& e) {
-      for (std::size_t k = 0; k < hits.size(); ++k)
-        if (const Edge& m = n.recompute->edges[k]; (e.leaf && m.leaf == e.leaf) || (e.node && m.node == e.node))
-          return static_cast<int>(k);
+    Node* root = y.impl().grad_fn.get();
+    if (root == nullptr) {  // fn's output depends on nothing that requires grad
+      if (y.requires_grad())
+        throw GraphError("backward: recomputing " + op_at(n) + " returned a tensor it did not "
+                         "make, unlike its forward (fn records another graph each time it runs)");
+      return send(n, Grads{});
+    }
+    // Discovers the new nodes from y down: an edge out of them must be one of n's (which holds
+    // every tensor requiring grad fn read, so maybe more).
+    const auto check_edge = [&](const Edge& e) {
+      for (const Edge& m : n.recompute->edges)
+        if ((e.leaf && m.leaf == e.leaf) || (e.node && m.node == e.node)) return;
       throw GraphError("backward: recomputing " + op_at(n) + " read a tensor its forward did not "
                        "read (fn records another graph each time it runs)");
     };
-    Node* root = y.impl().grad_fn.get();
     std::vector<Node*>& stack = w_->stack;
     visit(root);
     stack.push_back(root);
@@ -333,19 +338,21 @@ class Pass {
           ++state(c).waiting;
           continue;
         }
-        ++hits[edge_of_n(e)];
-        if (c) ++state(c).waiting;
-        else if (on_ready_) ++leaf(e.leaf.get())->uses;
+        check_edge(e);
+        if (c)
+          ++state(c).waiting;
+        else if (on_ready_)
+          ++leaf(e.leaf.get())->uses;
       }
     }
-    // n's edges now wait for the new nodes instead of n.
-    for (std::size_t k = 0; k < hits.size(); ++k) {
-      const Edge& e = n.recompute->edges[k];
-      if (hits[k] == 0)
-        throw GraphError("backward: recomputing " + op_at(n) + " did not read a tensor its "
-                         "forward read (fn records another graph each time it runs)");
-      if (e.node) --state(e.node.get()).waiting;
-      else if (on_ready_) --leaf(e.leaf.get())->uses;
+    // n's edges now wait for the new nodes instead of n (an edge fn read but no path to its output
+    // took gets nothing, as from an op that returns no gradient for an input).
+    for (const Edge& e : n.recompute->edges) {
+      if (e.node) {
+        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed) w_->ready.push_back(e.node.get());
+      } else if (LeafState* l = leaf(e.leaf.get()); on_ready_ && --l->uses == 0) {
+        tell_ready(e.leaf, *l);
+      }
     }
     accumulate_grad(state(root).grad, dY, call_.create_graph);
     w_->ready.push_back(root);

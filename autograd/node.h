@@ -140,6 +140,22 @@ class NodeCollector {
  private:
   std::vector<Node*>* outer_;
 };
+/// While alive, every op this thread runs with grad mode off notes its inputs that require grad
+/// in `edges` (once each; the innermost collector only): checkpoint's forward runs fn so, and
+/// those are its region's edges (the inputs and parameters fn read).
+class ReadCollector {
+ public:
+  explicit ReadCollector(std::vector<Edge>& edges);
+  ~ReadCollector();
+  ReadCollector(const ReadCollector&) = delete;
+  ReadCollector& operator=(const ReadCollector&) = delete;
+  /// Whether one is alive on this thread.
+  static bool active();
+  static void note(std::span<const Tensor> inputs);
+
+ private:
+  std::vector<Edge>* outer_;
+};
 /// A tensor of `storage`'s values as the output of `node` (its shape and dtype).
 Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage);
 bool any_requires_grad(std::span<const Tensor> inputs);
@@ -214,7 +230,11 @@ class Recording {
 /// more than kMaxInputs inputs.
 inline Recording record(const char* op, Tensor out, std::span<const Tensor> inputs,
                         const std::source_location& where = std::source_location::current()) {
-  if (!is_grad_enabled() || !detail::any_requires_grad(inputs)) return Recording(std::move(out), nullptr);
+  if (!is_grad_enabled()) {
+    if (detail::ReadCollector::active()) detail::ReadCollector::note(inputs);
+    return Recording(std::move(out), nullptr);
+  }
+  if (!detail::any_requires_grad(inputs)) return Recording(std::move(out), nullptr);
   Node* node;
   Tensor y = detail::attach(std::move(out), op, inputs, where, node);
   return Recording(std::move(y), node);

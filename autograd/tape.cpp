@@ -1,6 +1,7 @@
 // A node's life: an op records it (attach, save, save_output), the backward pass runs its
 // derivative (call_backward, which holds it to the derivative contract), and it is freed.
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -68,6 +69,7 @@ void drop_closure(BackwardFn& f, ReleaseQueue& q) {
 
 thread_local const detail::RecordingWithin* innermost_within = nullptr;
 thread_local std::vector<Node*>* innermost_collector = nullptr;
+thread_local std::vector<Edge>* innermost_reads = nullptr;
 thread_local bool formula_only = false;
 
 // "recorded at model.cpp:12", or "recorded within the backward of 'softmax' at model.cpp:12".
@@ -186,6 +188,23 @@ NodeCollector::NodeCollector(std::vector<Node*>& nodes) : outer_(std::exchange(i
 NodeCollector::~NodeCollector() { innermost_collector = outer_; }
 void NodeCollector::note(Node* n) {
   if (innermost_collector) innermost_collector->push_back(n);
+}
+
+ReadCollector::ReadCollector(std::vector<Edge>& edges) : outer_(std::exchange(innermost_reads, &edges)) {}
+ReadCollector::~ReadCollector() { innermost_reads = outer_; }
+bool ReadCollector::active() { return innermost_reads != nullptr; }
+void ReadCollector::note(std::span<const Tensor> inputs) {
+  std::vector<Edge>& edges = *innermost_reads;
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || !t.requires_grad()) continue;
+    Edge e;
+    if (t.is_leaf())
+      e.leaf = t.impl_ptr();
+    else
+      e.node = t.impl().grad_fn;
+    if (std::none_of(edges.begin(), edges.end(), [&](const Edge& o) { return o.node == e.node && o.leaf == e.leaf; }))
+      edges.push_back(std::move(e));
+  }
 }
 
 bool any_requires_grad(std::span<const Tensor> inputs) {

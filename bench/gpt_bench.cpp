@@ -103,6 +103,19 @@ void BM_GPT_TrainStep(benchmark::State& st) {
       benchmark::Counter(tokens * tg::bench::gpt_train_flops_per_token(c.V, c.L, c.C, c.T), rate);
 }
 
+// Activation checkpointing's case: a GPT of 8 layers, 256 wide, block 256, batch 16, its blocks
+// under tg::checkpoint (K 1) or not (K 0): the recomputation's cost is the time ratio of the two
+// (bench/checkpoint_memory.py measures their peak RSS).
+template <class T>
+void BM_GPT_TrainStepCheckpoint(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  tg::Rng rng(0);
+  tg::nn::GPT model(make_config<T>(c), rng);
+  model.set_checkpoint_blocks(st.range(6) != 0);
+  model.train();
+  time_steps(st, model, c.V, c.B, c.T, rng);
+}
+
 // The Llama at the recipe's size: V, L, H, H_kv, C, T, B; the MLP 8/3 C wide (344 for 128), as
 // `tapegrad train --arch llama` builds it.
 template <class T>
@@ -189,6 +202,11 @@ void gemm_size(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT_TrainStepCheckpoint, float)
+    ->Args({65, 8, 8, 256, 256, 16, 0})
+    ->Args({65, 8, 8, 256, 256, 16, 1})
+    ->ArgNames({"V", "L", "H", "C", "T", "B", "K"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_Llama_TrainStep, float)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_Llama_TrainStep, double)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_GPT_Sample, float)->Apply(recipe);

@@ -33,7 +33,8 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
       return (m == ninf).select(m, x + m);
     });
   });
-  if (!is_grad_enabled() || !X.requires_grad()) return Y;
+  // Records nothing; under checkpoint's forward, notes that X was read.
+  if (!is_grad_enabled() || !X.requires_grad()) return record("add_mask", Y, {X}, where);
   const Tensor keep = dispatch(M.dtype(), [&]<class T>() {  // 1 where visible, 0 where masked
       Tensor k(M.shape(), M.dtype());
       const T* m = M.data<T>();

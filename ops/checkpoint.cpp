@@ -1,7 +1,6 @@
-// checkpoint (see checkpoint.h). The forward runs fn with grad mode on, as the plain run does,
-// notes the nodes it records (a NodeCollector), and keeps of them only their edges out of the
-// region; the node it makes holds those edges and the recomputation. The backward pass splices
-// the recomputed graph in (autograd/backward_pass.cpp).
+// checkpoint (see checkpoint.h). The forward runs fn with grad mode off, noting the tensors that
+// require grad it reads (a ReadCollector): the node it makes has them as its edges, and the
+// recomputation. The backward pass splices the recomputed graph in (autograd/backward_pass.cpp).
 
 #include <tapegrad/ops/checkpoint.h>
 
@@ -37,33 +36,6 @@ std::vector<uint64_t> versions(const std::vector<Tensor>& ts) {
   std::vector<uint64_t> v;
   for (const Tensor& t : ts) v.push_back(t.version());
   return v;
-}
-
-// The distinct edges out of the graph fn recorded below root (`made`: the nodes it recorded,
-// sorted).
-std::vector<Edge> region_edges(Node* root, const std::vector<Node*>& made) {
-  std::vector<char> seen(made.size(), 0);
-  const auto inside = [&](const Node* n) -> char* {
-    const auto it = std::ranges::lower_bound(made, n);
-    return it != made.end() && *it == n ? &seen[it - made.begin()] : nullptr;
-  };
-  std::vector<Edge> edges;
-  std::vector<Node*> stack{root};
-  *inside(root) = 1;
-  while (!stack.empty()) {
-    const Node* m = stack.back();
-    stack.pop_back();
-    for (const Edge& e : m->edges()) {
-      if (!e.active()) continue;
-      if (char* s = e.node ? inside(e.node.get()) : nullptr) {
-        if (!*s) stack.push_back(e.node.get());
-        *s = 1;
-      } else if (std::ranges::none_of(edges, [&](const Edge& o) { return o.node == e.node && o.leaf == e.leaf; })) {
-        edges.push_back(e);
-      }
-    }
-  }
-  return edges;
 }
 
 // Sets each Rng to the state it had at the forward; the destructor puts back the state it has now.
@@ -109,11 +81,12 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   const std::vector<uint64_t> input_versions = versions(inputs);
   std::vector<Rng> rngs_then;
   for (const Rng* r : options.rngs) rngs_then.push_back(*r);
-  std::vector<Node*> made;
+  auto rc = std::make_unique<Recompute>();
   std::vector<Tensor> outs;
   Tensor y;
   {
-    detail::NodeCollector collect(made);
+    detail::ReadCollector reads(rc->edges);
+    const NoGradGuard off;
     outs = fn(inputs);
     y = pack(outs, who);
   }
@@ -122,13 +95,9 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
       throw GraphError(who + ": fn wrote into its input " + std::to_string(i) + ", of shape " +
                        inputs[i].shape().str() + ", in place; a checkpointed fn must leave its "
                        "inputs as they are (the recomputation reads them again)");
-  std::ranges::sort(made);
-  Node* root = y.requires_grad() ? y.impl().grad_fn.get() : nullptr;
-  if (root == nullptr || !std::ranges::binary_search(made, root))
-    return outs;  // nothing to differentiate, or fn returned a tensor made outside it
+  // Nothing fn read requires grad; or its one output is a tensor it did not make (an input).
+  if (rc->edges.empty() || y.requires_grad()) return outs;
 
-  auto rc = std::make_unique<Recompute>();
-  rc->edges = region_edges(root, made);
   std::vector<std::pair<Tensor, uint64_t>> read;  // the leaves fn read, with their versions
   for (const Edge& e : rc->edges)
     if (e.leaf) read.emplace_back(Tensor(e.leaf), e.leaf->storage->version());
@@ -145,7 +114,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
       const RngReplay replay(rngs, rngs_then);
       y2 = pack(fn(inputs), who);
     }
-    const bool same = y2.requires_grad() && y2.impl().grad_fn && y2.numel() * dtype_size(y2.dtype()) == bytes &&
+    const bool same = y2.numel() * dtype_size(y2.dtype()) == bytes &&
                       (value->version() != value_version || std::memcmp(y2.impl().storage->data(), value->data(), bytes) == 0);
     if (!same)
       throw GraphError(who + ": recomputing fn gave other values than its forward did; fn draws "
@@ -163,8 +132,6 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   node->recompute = std::move(rc);
   detail::NodeCollector::note(node.get());  // an enclosing checkpoint's region holds this node
   Tensor out = detail::node_output(std::move(node), y.impl().storage);
-  outs.clear();
-  y = Tensor();  // the region's graph goes: only the inputs stay, in the node
   if (shapes.size() == 1) return {out};
   std::vector<Tensor> pieces;
   int64_t offset = 0;

@@ -286,6 +286,32 @@ const std::vector<BadCase>& bad_cases() {
        {"vhp", "(2,)", "one element"}},
       {"hvp_without_v", [] { tg::hvp(sum_first, {z({2})}); }, Kind::Value,
        {"hvp", "one element", "(2,)"}},
+      // checkpoint
+      {"checkpoint_writes_its_input",
+       [] {
+         tg::checkpoint([](const std::vector<Tensor>& in) {
+           Tensor t = in[0];
+           t.data<double>()[0] = 1;
+           return tg::mul(in[0], in[0]);
+         }, {g({2, 3})});
+       },
+       Kind::Graph, {"checkpoint", "fn wrote into its input 0, of shape (2, 3), in place"}},
+      {"checkpoint_input_changed_before_backward",
+       [] {
+         const Tensor x = g({2, 3}), s = z({2, 3});
+         const Tensor y = tg::checkpoint([](const std::vector<Tensor>& in) { return tg::mul(in[0], in[1]); }, {x, s});
+         Tensor(s).set({1, 2}, 3.0);
+         tg::sum(y).backward();
+       },
+       Kind::Graph, {"checkpoint", "its input 1, of shape (2, 3), was modified in place since the forward"}},
+      {"checkpoint_no_outputs",
+       [] { tg::checkpoint(tg::CheckpointFn(nothing), {g({2})}); }, Kind::Value,
+       {"checkpoint", "fn returned no tensor"}},
+      {"checkpoint_output_dtypes",
+       [] {
+         tg::checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0], z({2}, f32)}; }, {g({2})});
+       },
+       Kind::Value, {"checkpoint", "float64 and float32", "share a dtype"}},
       // tensor access
       {"data_wrong_dtype", [] { z({2}).data<float>(); }, Kind::Value,
        {"data", "float64", "float32"}},
