@@ -16,6 +16,7 @@
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/check/gradcheck.h>
 #include <tapegrad/nn/gpt.h>
+#include <tapegrad/nn/linear.h>
 #include <tapegrad/nn/llama.h>
 #include <tapegrad/ops/ops.h>
 
@@ -288,6 +289,34 @@ TEST(Checkpoint, RefusesWhatWouldMakeTheRecomputationWrong) {
   EXPECT_NE(message([&] { checkpoint(CheckpointFn(), {x}); }).find("fn is empty"), std::string::npos);
   EXPECT_NE(message([&] { checkpoint(f, {x, Tensor()}); }).find("input 1 is an undefined tensor"), std::string::npos);
   EXPECT_NE(message([&] { checkpoint(f, {x, s}, {.rngs = {nullptr}}); }).find("null Rng"), std::string::npos);
+}
+
+// The README's example ("Activation checkpointing"), as written there; then the plain MLP.
+TEST(Checkpoint, TheReadmeExample) {
+  using namespace tg;
+  Rng rng(0);
+  nn::GPTConfig config{.block_size = 256, .n_layer = 8, .n_head = 8, .n_embd = 256, .dropout = 0.1};
+  config.checkpoint_blocks = true;  // every block under checkpoint, its dropout replayed
+  nn::GPT gpt(config, rng);
+  // A region of your own: an MLP whose 1024-wide hidden activations are not kept.
+  nn::Linear fc1(256, 1024, true, rng), fc2(1024, 256, true, rng);
+  Tensor x = randn({64, 256}, rng).set_requires_grad();
+  Tensor y = checkpoint([&](const std::vector<Tensor>& in) { return fc2(gelu(fc1(in[0]))); }, {x});
+  sum(y).backward();  // x, fc1 and fc2 get the plain run's gradients
+
+  EXPECT_TRUE(gpt.config().checkpoint_blocks);
+  std::vector<Tensor> kept = {x.grad().clone()};
+  for (const Tensor& p : fc1.parameters()) kept.push_back(p.grad().clone());
+  for (const Tensor& p : fc2.parameters()) kept.push_back(p.grad().clone());
+  for (Tensor t : kept) ASSERT_TRUE(t.defined());
+  x.zero_grad();
+  for (const nn::Linear* l : {&fc1, &fc2})
+    for (const Tensor& p : l->parameters()) p.zero_grad();
+  sum(fc2(gelu(fc1(x)))).backward();
+  std::vector<Tensor> plain = {x.grad()};
+  for (const Tensor& p : fc1.parameters()) plain.push_back(p.grad());
+  for (const Tensor& p : fc2.parameters()) plain.push_back(p.grad());
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_TRUE(same_bits(kept[i], plain[i])) << i;
 }
 
 }  // namespace
