@@ -17,7 +17,7 @@ class Embedding : public Module {
   /// int64 indices of any shape (rank <= 3) -> their shape plus C. Throws ValueError (indices not
   /// int64 or outside [0, V)), ShapeError (rank).
   Tensor forward(const Tensor& idx) const;
-  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+  Tensor operator()(const Tensor& idx) const { return hooked({idx}, forward(idx)); }
 
   int64_t num_embeddings, embedding_dim;
   Tensor weight;  // (V, C)

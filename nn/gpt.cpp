@@ -179,7 +179,7 @@ Tensor GPT::forward(const Tensor& idx) const {
       continue;
     }
     const Block* b = block.get();
-    x = checkpoint([b](const std::vector<Tensor>& in) { return b->forward(in[0]); }, {x},
+    x = checkpoint([b](const std::vector<Tensor>& in) { return (*b)(in[0]); }, {x},
                    {.rngs = {&dropout_rng_}});
   }
   return logits(x);  // (B, T, V)

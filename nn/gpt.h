@@ -65,7 +65,7 @@ class CausalSelfAttention : public Module {
   /// causal_attention_heads, its mask shifted by the T_cached positions); appends their keys and
   /// values to k_cache and v_cache ((B, T_cached, C), undefined when empty).
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   Linear c_attn;  // (3C, C): q, k, v side by side
   Linear c_proj;  // (C, C)
@@ -80,7 +80,7 @@ class MLP : public Module {
   MLP(const GPTConfig& config, Rng& init_rng, Rng& dropout_rng);
   /// x (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   Linear c_fc;    // (4C, C)
   Linear c_proj;  // (C, 4C)
@@ -97,7 +97,7 @@ class Block : public Module {
   Tensor forward(const Tensor& x) const;
   /// forward for new positions with the layer's cache (see CausalSelfAttention).
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   LayerNorm ln_1;
   CausalSelfAttention attn;
@@ -114,7 +114,7 @@ class GPT : public Module {
   /// idx (B, T) int64 -> logits (B, T, vocab_size). Throws ShapeError (idx not rank 2),
   /// ValueError (T > block_size, idx not int64 or outside [0, vocab_size)).
   Tensor forward(const Tensor& idx) const;
-  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+  Tensor operator()(const Tensor& idx) const { return hooked({idx}, forward(idx)); }
   /// Mean cross-entropy of forward(idx) against targets (B, T) int64; targets of -1 are
   /// ignored. Throws like forward, and ShapeError when targets' shape is not idx's.
   Tensor loss(const Tensor& idx, const Tensor& targets) const;

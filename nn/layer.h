@@ -12,7 +12,7 @@ class Layer : public Module {
   /// The layer's output for x. Throws as the layer says (ShapeError for an input it does not
   /// take, naming the layer and the shape).
   virtual Tensor forward(const Tensor& x) const = 0;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 };
 
 }  // namespace tg::nn

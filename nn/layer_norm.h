@@ -15,7 +15,7 @@ class LayerNorm : public Module {
 
   /// x (..., C) -> (..., C). Throws ShapeError when x's last axis is not C.
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   int64_t C;
   Tensor weight;  // (C,)

@@ -177,9 +177,9 @@ Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* 
     if (cache)
       x = layer->forward(x, start, &cache->k[l], &cache->v[l]);
     else if (config_.checkpoint_blocks)
-      x = checkpoint([layer](const std::vector<Tensor>& in) { return layer->forward(in[0]); }, {x});
+      x = checkpoint([layer](const std::vector<Tensor>& in) { return (*layer)(in[0]); }, {x});
     else
-      x = layer->forward(x);
+      x = (*layer)(x);
   }
   Tensor h = model.norm(x);                                            // (B, T, C)
   return lm_head ? (*lm_head)(h) : matmul(h, model.embed_tokens.weight, false, true);  // (B, T, V)

@@ -84,7 +84,7 @@ class LlamaMLP : public Module {
   LlamaMLP(const LlamaConfig& config, Rng& init_rng);
   /// x (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   Linear gate_proj;  // (I, C)
   Linear up_proj;    // (I, C)
@@ -97,6 +97,8 @@ class LlamaDecoderLayer : public Module {
   /// x (B, T, C) for positions [start, start + T) -> (B, T, C); caches as LlamaAttention's.
   Tensor forward(const Tensor& x, int64_t start = 0, Tensor* k_cache = nullptr,
                  Tensor* v_cache = nullptr) const;
+  /// forward(x) after the forward hooks (a cached call runs none).
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   LlamaAttention self_attn;
   LlamaMLP mlp;
@@ -114,7 +116,7 @@ class Llama : public Module {
   /// idx (B, T) int64 -> logits (B, T, vocab_size). Throws ShapeError (idx not rank 2),
   /// ValueError (T > max_position_embeddings, idx not int64 or outside [0, vocab_size)).
   Tensor forward(const Tensor& idx) const;
-  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+  Tensor operator()(const Tensor& idx) const { return hooked({idx}, forward(idx)); }
   /// Mean cross-entropy of forward(idx) against targets (B, T) int64; targets of -1 are
   /// ignored. Throws like forward, and ShapeError when targets' shape is not idx's.
   Tensor loss(const Tensor& idx, const Tensor& targets) const;

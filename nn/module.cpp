@@ -19,6 +19,30 @@ void Module::check_new_name(const std::string& name, const char* who) const {
     throw ValueError(std::string(who) + ": name '" + name + "' is already registered");
 }
 
+ForwardHookHandle Module::register_forward_hook(ForwardHook hook) {
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<ForwardHookList>();
+  const uint64_t id = forward_hooks_->next_id++;
+  forward_hooks_->hooks.emplace_back(id, std::move(hook));
+  return ForwardHookHandle(forward_hooks_, id);
+}
+
+void ForwardHookHandle::remove() {
+  if (const auto list = list_.lock())
+    std::erase_if(list->hooks, [&](const auto& h) { return h.first == id_; });
+}
+
+void Module::run_forward_hooks(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
+  if (!forward_hooks_) return;
+  const std::vector<std::pair<uint64_t, ForwardHook>> hooks = forward_hooks_->hooks;  // a hook may remove itself
+  for (const auto& [id, hook] : hooks) {
+    const std::size_t n = outputs.size();
+    hook(*this, inputs, outputs);
+    if (outputs.size() != n)
+      throw ValueError("forward hook " + std::to_string(id) + ": left " + std::to_string(outputs.size()) +
+                       " outputs of a call that has " + std::to_string(n) + "; replace them, keep their number");
+  }
+}
+
 void Module::register_parameter(const std::string& name, Tensor& member) {
   check_new_name(name, "register_parameter");
   if (!member.defined() || !is_floating(member.dtype()))

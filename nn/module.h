@@ -12,6 +12,7 @@
 // copyable nor movable; keep it in place (or behind a pointer).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,31 @@
 #include <tapegrad/autograd/tensor.h>
 
 namespace tg::nn {
+
+class Module;
+/// A forward hook, as torch.nn.Module.register_forward_hook: it runs after each call of the
+/// module (its operator()), sees the module, the call's tensor inputs and its outputs (one, or a
+/// recurrent layer's output and state: LSTM {output, h, c}), and may replace any of the outputs.
+using ForwardHook = std::function<void(const Module& module, const std::vector<Tensor>& inputs,
+                                       std::vector<Tensor>& outputs)>;
+// A module's forward hooks by id (shared with the handles, weakly).
+struct ForwardHookList {
+  std::vector<std::pair<uint64_t, ForwardHook>> hooks;
+  uint64_t next_id = 0;
+};
+
+/// What register_forward_hook returns: remove() takes the hook away (a no-op once the module is
+/// gone). Never throws.
+class ForwardHookHandle {
+ public:
+  ForwardHookHandle() = default;
+  ForwardHookHandle(std::weak_ptr<ForwardHookList> list, uint64_t id) : list_(std::move(list)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<ForwardHookList> list_;
+  uint64_t id_ = 0;
+};
 
 class Module {
  public:
@@ -59,7 +85,24 @@ class Module {
   /// Throws ValueError for an unknown name, another shape or dtype.
   void set_parameter(const std::string& name, const Tensor& value);
 
+  /// Runs `hook` after every call of this module, hooks in the order registered (see
+  /// ForwardHook). A hook that leaves another number of outputs than it was given makes the
+  /// call throw ValueError. Calling forward() directly runs no hook, as in PyTorch. Never throws.
+  ForwardHookHandle register_forward_hook(ForwardHook hook);
+
  protected:
+  /// What a call of the module returns: `output` after the forward hooks (itself when there are
+  /// none). Throws what a hook throws, ValueError for a hook that changed the output count.
+  Tensor hooked(std::vector<Tensor> inputs, Tensor output) const {
+    if (!forward_hooks_ || forward_hooks_->hooks.empty()) return output;
+    std::vector<Tensor> outputs{std::move(output)};
+    run_forward_hooks(inputs, outputs);
+    return outputs[0];
+  }
+  /// The same for a call of several outputs.
+  void run_forward_hooks(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const;
+  bool has_forward_hooks() const { return forward_hooks_ && !forward_hooks_->hooks.empty(); }
+
   /// Registers a member tensor as the parameter `name` and turns its gradient on. Throws
   /// ValueError for a repeated or dotted name or an undefined or non-floating tensor.
   void register_parameter(const std::string& name, Tensor& member);
@@ -81,6 +124,7 @@ class Module {
   std::vector<std::pair<std::string, Module*>> children_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   bool training_ = true;
+  std::shared_ptr<ForwardHookList> forward_hooks_;  // made by the first hook
 };
 
 /// Children numbered 0, 1, ... in order, as torch.nn.ModuleList (a GPT's `transformer.h`).

@@ -26,7 +26,7 @@ class BatchNorm : public Module {
   /// x (N, C, ...) -> the same shape. Throws ShapeError for another rank or channel count, and
   /// what ops' batch_norm throws (one value per channel in training).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   int64_t num_features;
   BatchNormOptions options;
@@ -69,7 +69,7 @@ class GroupNorm : public Module {
 
   /// x (N, C, *) -> the same shape. Throws ShapeError for rank < 2 or another channel count.
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   int64_t num_groups, num_channels;
   double eps;
@@ -87,7 +87,7 @@ class RMSNorm : public Module {
 
   /// x (..., C) -> the same shape. Throws ShapeError when the last axis is not C.
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return hooked({x}, forward(x)); }
 
   int64_t C;
   std::optional<double> eps;

@@ -81,7 +81,13 @@ class LSTM : public RNNBase {
   /// The sequence x and the initial (h_0, c_0) (both or neither given) -> output and (h_n, c_n).
   /// Throws ShapeError for a wrong rank or size of x, h_0 or c_0.
   LSTMOutput forward(const Tensor& x, const LSTMState& state = {}) const;
-  LSTMOutput operator()(const Tensor& x, const LSTMState& state = {}) const { return forward(x, state); }
+  LSTMOutput operator()(const Tensor& x, const LSTMState& state = {}) const {
+    LSTMOutput out = forward(x, state);
+    if (!has_forward_hooks()) return out;
+    std::vector<Tensor> outputs{out.output, out.state.h, out.state.c};  // as PyTorch's (output, (h_n, c_n))
+    run_forward_hooks({x, state.h, state.c}, outputs);
+    return {outputs[0], {outputs[1], outputs[2]}};
+  }
 };
 
 /// torch.nn.GRU(input_size, hidden_size, num_layers, bias, batch_first).
@@ -90,7 +96,13 @@ class GRU : public RNNBase {
   /// The sequence x and the initial h_0 (undefined: zeros) -> output and h_n. Throws
   /// ShapeError for a wrong rank or size of x or h_0.
   GRUOutput forward(const Tensor& x, const Tensor& h0 = {}) const;
-  GRUOutput operator()(const Tensor& x, const Tensor& h0 = {}) const { return forward(x, h0); }
+  GRUOutput operator()(const Tensor& x, const Tensor& h0 = {}) const {
+    GRUOutput out = forward(x, h0);
+    if (!has_forward_hooks()) return out;
+    std::vector<Tensor> outputs{out.output, out.h_n};
+    run_forward_hooks({x, h0}, outputs);
+    return {outputs[0], outputs[1]};
+  }
 
   /// As LSTM's.
   GRU(int64_t input_size, int64_t hidden_size, Rng& rng, RNNOptions o = {},
@@ -122,7 +134,13 @@ class LSTMCell : public RNNCellBase {
   /// Throws ValueError for sizes < 1 or an int64 dtype.
   LSTMCell(int64_t input_size, int64_t hidden_size, Rng& rng, bool bias = true,
            Dtype dtype = get_default_dtype());
-  LSTMState operator()(const Tensor& x, const LSTMState& state = {}) const { return forward(x, state); }
+  LSTMState operator()(const Tensor& x, const LSTMState& state = {}) const {
+    LSTMState out = forward(x, state);
+    if (!has_forward_hooks()) return out;
+    std::vector<Tensor> outputs{out.h, out.c};
+    run_forward_hooks({x, state.h, state.c}, outputs);
+    return {outputs[0], outputs[1]};
+  }
   /// x and (h, c) (both or neither given) -> (h', c'). Throws ShapeError for wrong shapes.
   LSTMState forward(const Tensor& x, const LSTMState& state = {}) const;
 };
@@ -132,7 +150,7 @@ class GRUCell : public RNNCellBase {
  public:
   /// x and h -> h'. Throws ShapeError for wrong shapes.
   Tensor forward(const Tensor& x, const Tensor& h = {}) const;
-  Tensor operator()(const Tensor& x, const Tensor& h = {}) const { return forward(x, h); }
+  Tensor operator()(const Tensor& x, const Tensor& h = {}) const { return hooked({x, h}, forward(x, h)); }
 
   /// As LSTMCell's.
   GRUCell(int64_t input_size, int64_t hidden_size, Rng& rng, bool bias = true,

@@ -32,7 +32,7 @@ class Sequential : public Layer {
   /// x through every layer in order (x itself when there are none). Throws as the layers do.
   Tensor forward(const Tensor& x) const override {
     Tensor y = x;
-    for (const auto& layer : layers_) y = layer->forward(y);
+    for (const auto& layer : layers_) y = (*layer)(y);  // a call: its forward hooks run
     return y;
   }
   std::size_t size() const { return layers_.size(); }

@@ -1,6 +1,7 @@
-// Tensor hooks (register_hook, its handle, retain_grad) and anomaly mode (tg::AnomalyGuard), as
-// PyTorch's Tensor.register_hook, Tensor.retain_grad and torch.autograd.detect_anomaly: values
-// worked out by hand for small graphs.
+// Tensor hooks (register_hook, its handle, retain_grad), anomaly mode (tg::AnomalyGuard) and
+// module forward hooks, as PyTorch's Tensor.register_hook, Tensor.retain_grad,
+// torch.autograd.detect_anomaly and Module.register_forward_hook: values worked out by hand for
+// small graphs.
 
 #include <gtest/gtest.h>
 
@@ -124,6 +125,91 @@ TEST(Anomaly, ANonFiniteGradientThrowsNamingTheOpLineAndEntry) {
     EXPECT_FALSE(x.grad().defined());
   }
   EXPECT_FALSE(tg::is_anomaly_enabled());
+}
+
+namespace nn = tg::nn;
+
+TEST(ForwardHooks, SeeTheCallAndMayReplaceTheOutput) {
+  tg::Rng rng(0);
+  nn::Linear fc(3, 2, true, rng, tg::Dtype::f64);
+  const Tensor x = tg::randn({4, 3}, rng, tg::Dtype::f64);
+  const Tensor plain = fc(x);
+  const nn::Module* seen = nullptr;
+  Tensor seen_input, seen_output;
+  nn::ForwardHookHandle h = fc.register_forward_hook(
+      [&](const nn::Module& m, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+        seen = &m;
+        seen_input = in[0];
+        seen_output = out[0];
+        out[0] = tg::scale(out[0], 2.0);  // as a hook that returns a new output
+      });
+  const Tensor doubled = fc(x);
+  EXPECT_EQ(seen, &fc);
+  EXPECT_EQ(&seen_input.impl(), &x.impl());
+  EXPECT_EQ(seen_output.to_vector(), plain.to_vector());
+  const V p = plain.to_vector(), d = doubled.to_vector();
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(d[i], 2 * p[i]);
+  // The replacement is on the tape: d sum(2 (x W^T + b)) / db = 2 per row.
+  tg::sum(doubled).backward();
+  EXPECT_EQ(fc.bias.grad().to_vector(), V({8, 8}));
+  EXPECT_EQ(fc.forward(x).to_vector(), p);  // forward() itself runs no hook
+  h.remove();
+  EXPECT_EQ(fc(x).to_vector(), p);
+}
+
+TEST(ForwardHooks, RunInOrderInsideContainersAndModels) {
+  tg::Rng rng(1);
+  nn::Sequential net;
+  nn::Linear& first = net.append(std::make_unique<nn::Linear>(3, 4, true, rng, tg::Dtype::f64));
+  net.append(std::make_unique<nn::ReLU>());
+  std::vector<std::string> log;
+  first.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) { log.push_back("a"); });
+  nn::ForwardHookHandle b = first.register_forward_hook(
+      [&](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) { log.push_back("b"); });
+  net.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) { log.push_back("net"); });
+  net(tg::randn({2, 3}, rng, tg::Dtype::f64));
+  EXPECT_EQ(log, (std::vector<std::string>{"a", "b", "net"}));
+  b.remove();
+  log.clear();
+  net(tg::randn({2, 3}, rng, tg::Dtype::f64));
+  EXPECT_EQ(log, (std::vector<std::string>{"a", "net"}));
+
+  // A GPT's block: the hook sees (B, T, C); zeroing the block's output changes the logits.
+  nn::GPTConfig c{.vocab_size = 7, .block_size = 4, .n_layer = 2, .n_head = 2, .n_embd = 8, .dtype = tg::Dtype::f64};
+  nn::GPT gpt(c, rng);
+  const Tensor idx = tg::randint(0, 7, {2, 4}, rng);
+  const Tensor plain = gpt(idx);
+  tg::Shape shape;
+  int calls = 0;
+  gpt.transformer.h[1].register_forward_hook(
+      [&](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& out) {
+        shape = out[0].shape();
+        ++calls;
+        out[0] = tg::zeros_like(out[0]);
+      });
+  const Tensor changed = gpt(idx);
+  EXPECT_EQ(shape, tg::Shape({2, 4, 8}));
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(changed.to_vector(), plain.to_vector());
+}
+
+TEST(ForwardHooks, ARecurrentLayerShowsItsOutputAndState) {
+  tg::Rng rng(2);
+  nn::LSTM lstm(3, 5, rng, {}, tg::Dtype::f64);
+  const Tensor x = tg::randn({6, 2, 3}, rng, tg::Dtype::f64);
+  std::vector<tg::Shape> shapes;
+  lstm.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& out) {
+    for (const Tensor& t : out) shapes.push_back(t.shape());
+    out[2] = tg::zeros_like(out[2]);  // c_n
+  });
+  const nn::LSTMOutput y = lstm(x);
+  EXPECT_EQ(shapes, (std::vector<tg::Shape>{tg::Shape({6, 2, 5}), tg::Shape({1, 2, 5}), tg::Shape({1, 2, 5})}));
+  for (double v : y.state.c.to_vector()) EXPECT_EQ(v, 0.0);
+  // A hook that changes the number of outputs is an error naming it.
+  nn::Linear fc(3, 2, true, rng, tg::Dtype::f64);
+  fc.register_forward_hook([](const nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& out) { out.push_back(out[0]); });
+  tg::test::expect_throws<tg::ValueError>([&] { fc(tg::randn({1, 3}, rng, tg::Dtype::f64)); },
+                                          {"forward hook 0", "left 2 outputs", "has 1"});
 }
 
 }  // namespace
