@@ -61,6 +61,31 @@ std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, doub
   return {cos, sin};
 }
 
+AttentionOutput llama_attention(const Tensor& X, const std::vector<Tensor>& W,
+                                const LlamaConfig& c) {
+  const int64_t H = c.num_attention_heads, H_kv = c.num_key_value_heads, d = c.head_dim();
+  if (X.rank() != 3 || W.size() != 4 || X.size(-1) != c.hidden_size ||
+      W[0].shape() != Shape{c.hidden_size, H * d} || W[1].shape() != Shape{c.hidden_size, H_kv * d} ||
+      W[2].shape() != W[1].shape() || W[3].shape() != Shape{H * d, c.hidden_size})
+    throw ShapeError("llama_attention: X " + X.shape().str() +
+                     " and W_Q, W_K, W_V, W_O must be (B, T, C), (C, H d), (C, H_kv d) twice and "
+                     "(H d, C) for C = " + std::to_string(c.hidden_size) + ", H = " +
+                     std::to_string(H) + ", H_kv = " + std::to_string(H_kv));
+  const std::vector<Tensor> table = rope_tables(0, X.size(1), d, c.rope_theta, X.dtype());
+  AttentionOutput out;
+  out.Q = split_heads(rotate_heads(matmul(X, W[0]), H, table), H);  // (B, H, T, d)
+  out.K = split_heads(repeat_kv(rotate_heads(matmul(X, W[1]), H_kv, table), H_kv, H),
+                      H);                                            // (B, H, T, d)
+  out.V = split_heads(repeat_kv(matmul(X, W[2]), H_kv, H), H);       // (B, H, T, d)
+  const AttentionWeights w =
+      causal_attention_weights(out.Q, out.K, 1.0 / std::sqrt(static_cast<double>(d)));
+  out.S = w.S;                                              // (B, H, T, T)
+  out.A = w.A;                                              // (B, H, T, T)
+  out.W_O = W[3];
+  out.Y = matmul(merge_heads(matmul(w.A, out.V)), W[3]);  // (B, T, C)
+  return out;
+}
+
 LlamaAttention::LlamaAttention(const LlamaConfig& c, Rng& init_rng)
     : q_proj(c.hidden_size, c.num_attention_heads * c.head_dim(), false, init_rng, c.dtype,
              kInitStd),
@@ -80,26 +105,32 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Rng& init_rng)
   register_module("o_proj", o_proj);
 }
 
-Tensor LlamaAttention::repeat_kv(const Tensor& kv) const {
-  const int64_t r = heads_ / kv_heads_;
+Tensor rotate_heads(const Tensor& p, int64_t heads, const std::vector<Tensor>& table) {
+  const int64_t B = p.size(0), T = p.size(1), d = p.size(-1) / heads;
+  Tensor split = reshape(p, {B, T, heads, d});                              // (B, T, heads, d)
+  return reshape(rotary(split, table[0], table[1]), {B, T, heads * d});  // (B, T, heads d)
+}
+
+Tensor repeat_kv(const Tensor& kv, int64_t kv_heads, int64_t heads) {
+  if (kv.rank() != 3 || kv_heads < 1 || kv.size(-1) % kv_heads != 0 || heads % kv_heads != 0)
+    throw ShapeError("repeat_kv: kv " + kv.shape().str() + " must be (B, T, H_kv d) with " +
+                     std::to_string(kv_heads) + " key/value heads dividing " +
+                     std::to_string(heads) + " query heads");
+  const int64_t r = heads / kv_heads;
   if (r == 1) return kv;
-  const int64_t B = kv.size(0), T = kv.size(1);
-  Tensor heads = reshape(kv, {B * T, kv_heads_, 1, head_dim_});  // (B T, H_kv, 1, d)
-  return reshape(expand(heads, {B * T, kv_heads_, r, head_dim_}),
-                 {B, T, heads_ * head_dim_});  // (B, T, H d), head j r + i = kv head j
+  const int64_t B = kv.size(0), T = kv.size(1), d = kv.size(-1) / kv_heads;
+  Tensor split = reshape(kv, {B * T, kv_heads, 1, d});  // (B T, H_kv, 1, d)
+  return reshape(expand(split, {B * T, kv_heads, r, d}),
+                 {B, T, heads * d});  // (B, T, H d), head j r + i = kv head j
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, int64_t start, Tensor* k_cache,
                                Tensor* v_cache) const {
-  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t T = x.size(1);
   const std::vector<Tensor> table = rope_tables(start, T, head_dim_, theta_, x.dtype());
-  const auto rotate = [&](const Tensor& p, int64_t heads) {  // (B, T, heads d) -> the same
-    Tensor split = reshape(p, {B, T, heads, head_dim_});
-    return reshape(rotary(split, table[0], table[1]), {B, T, heads * head_dim_});
-  };
-  Tensor q = rotate(q_proj(x), heads_);     // (B, T, H d)
-  Tensor k = rotate(k_proj(x), kv_heads_);  // (B, T, H_kv d)
-  Tensor v = v_proj(x);                     // (B, T, H_kv d)
+  Tensor q = rotate_heads(q_proj(x), heads_, table);     // (B, T, H d)
+  Tensor k = rotate_heads(k_proj(x), kv_heads_, table);  // (B, T, H_kv d)
+  Tensor v = v_proj(x);                                  // (B, T, H_kv d)
   int64_t cached = 0;
   if (k_cache != nullptr && v_cache != nullptr) {
     cached = k_cache->defined() ? k_cache->size(1) : 0;
@@ -109,7 +140,8 @@ Tensor LlamaAttention::forward(const Tensor& x, int64_t start, Tensor* k_cache,
     v = *v_cache;
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  Tensor y = causal_attention_heads(q, repeat_kv(k), repeat_kv(v), heads_, scale, 0,
+  Tensor y = causal_attention_heads(q, repeat_kv(k, kv_heads_, heads_),
+                                    repeat_kv(v, kv_heads_, heads_), heads_, scale, 0,
                                     cached);  // (B, T, H d)
   return o_proj(y);                           // (B, T, C)
 }
@@ -163,7 +195,7 @@ Llama::Llama(const LlamaConfig& config, Rng& init_rng)
   register_module("lm_head", *lm_head);
 }
 
-Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* who) const {
+void Llama::check_idx(const Tensor& idx, int64_t start, const char* who) const {
   if (idx.rank() != 2)
     throw ShapeError(std::string(who) + ": idx " + idx.shape().str() + " must be (B, T)");
   const int64_t T = idx.size(1);
@@ -171,6 +203,10 @@ Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* 
     throw ValueError(std::string(who) + ": sequence length " + std::to_string(start + T) +
                      " exceeds max_position_embeddings " +
                      std::to_string(config_.max_position_embeddings));
+}
+
+Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* who) const {
+  check_idx(idx, start, who);
   Tensor x = model.embed_tokens(idx);  // (B, T, C)
   for (size_t l = 0; l < model.layers.size(); ++l) {
     const LlamaDecoderLayer* layer = &model.layers[l];
@@ -183,6 +219,27 @@ Tensor Llama::run(const Tensor& idx, int64_t start, KVCache* cache, const char* 
   }
   Tensor h = model.norm(x);                                            // (B, T, C)
   return lm_head ? (*lm_head)(h) : matmul(h, model.embed_tokens.weight, false, true);  // (B, T, V)
+}
+
+const LlamaDecoderLayer& Llama::decoder_layer(int64_t layer, const char* who) const {
+  if (layer < 0 || layer >= config_.num_hidden_layers)
+    throw ValueError(std::string(who) + ": layer " + std::to_string(layer) + " outside [0, " +
+                     std::to_string(config_.num_hidden_layers) + ")");
+  return model.layers[layer];
+}
+
+Tensor Llama::attention_input(const Tensor& idx, int64_t layer) const {
+  const LlamaDecoderLayer& target = decoder_layer(layer, "Llama::attention_input");
+  check_idx(idx, 0, "Llama::attention_input");
+  Tensor x = model.embed_tokens(idx);  // (B, T, C)
+  for (int64_t l = 0; l < layer; ++l) x = model.layers[l].forward(x);
+  return target.input_layernorm(x);  // (B, T, C)
+}
+
+std::vector<Tensor> Llama::attention_weights(int64_t layer) const {
+  const LlamaAttention& attn = decoder_layer(layer, "Llama::attention_weights").self_attn;
+  return {transpose(attn.q_proj.weight), transpose(attn.k_proj.weight),
+          transpose(attn.v_proj.weight), transpose(attn.o_proj.weight)};  // x W = proj(x)
 }
 
 Tensor Llama::forward(const Tensor& idx) const { return run(idx, 0, nullptr, "Llama::forward"); }

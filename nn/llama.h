@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include <tapegrad/nn/attention.h>  // AttentionOutput
 #include <tapegrad/nn/embedding.h>
 #include <tapegrad/nn/gpt.h>  // KVCache
 #include <tapegrad/nn/linear.h>
@@ -57,6 +58,24 @@ struct LlamaConfig {
 std::vector<Tensor> rope_tables(int64_t start, int64_t T, int64_t head_dim, double theta,
                                 Dtype dtype);
 
+/// The heads of a projection p (B, T, heads d) rotated by RoPE with rope_tables' (cos, sin) of
+/// its T positions: (B, T, heads d). Throws as tg::rotary (ShapeError, ValueError).
+Tensor rotate_heads(const Tensor& p, int64_t heads, const std::vector<Tensor>& table);
+
+/// Keys or values kv (B, T, H_kv d) with each of their kv_heads heads repeated for the heads /
+/// kv_heads query heads it serves: (B, T, heads d), head j r + i = kv head j. Throws ShapeError
+/// when kv_heads does not divide kv's last axis or heads.
+Tensor repeat_kv(const Tensor& kv, int64_t kv_heads, int64_t heads);
+
+/// A Llama layer's attention in the lesson's terms, from X (B, T, C) and attention_weights'
+/// {W_Q, W_K, W_V, W_O}, with S and A formed (causal_attention_weights): per query head,
+/// A = softmax(rope(q) rope(k)^T / sqrt(d) + M) with the RoPE of positions 0 .. T - 1 and k, v
+/// the key/value head of its group. Q, K, V are per query head, (B, H, T, d) (K and V each key/value
+/// head repeated for its group), S and A (B, H, T, T), Y = merged heads times W_O (B, T, C):
+/// LlamaAttention::forward's value. Throws ShapeError (weights that do not fit c or X).
+AttentionOutput llama_attention(const Tensor& X, const std::vector<Tensor>& W,
+                                const LlamaConfig& c);
+
 class LlamaAttention : public Module {
  public:
   LlamaAttention(const LlamaConfig& config, Rng& init_rng);
@@ -72,9 +91,6 @@ class LlamaAttention : public Module {
   Linear o_proj;  // (C, H d)
 
  private:
-  // k or v (B, T, H_kv d) with each head repeated for its r query heads: (B, T, H d).
-  Tensor repeat_kv(const Tensor& kv) const;
-
   int64_t heads_, kv_heads_, head_dim_;
   double theta_;
 };
@@ -127,6 +143,17 @@ class Llama : public Module {
   /// ShapeError when idx is not rank 2 or its batch differs from the cache's.
   Tensor forward_cached(const Tensor& idx, KVCache& cache) const;
 
+  /// The input of layer `layer`'s self_attn on idx (B, T): the residual stream after layers
+  /// 0 .. layer - 1, through the layer's input_layernorm, (B, T, C). Throws as forward, and
+  /// ValueError for a layer outside [0, num_hidden_layers).
+  Tensor attention_input(const Tensor& idx, int64_t layer) const;
+  /// Layer `layer`'s self_attn as weights acting on the right, x W: W_Q = q_proj^T (C, H d),
+  /// W_K = k_proj^T and W_V = v_proj^T (C, H_kv d), W_O = o_proj^T (H d, C). With the RoPE of
+  /// the positions, the grouping of repeat_kv and the causal softmax scaled by 1/sqrt(d), they
+  /// are the layer's attention on attention_input(idx, layer). Throws ValueError for a layer
+  /// outside [0, num_hidden_layers).
+  std::vector<Tensor> attention_weights(int64_t layer) const;
+
   const LlamaConfig& config() const { return config_; }
   /// Turns LlamaConfig::checkpoint_blocks on or off. Never throws.
   void set_checkpoint_blocks(bool on) { config_.checkpoint_blocks = on; }
@@ -140,6 +167,10 @@ class Llama : public Module {
   };
 
  private:
+  // Throws (naming `who`) unless idx is (B, T) int64 and positions [start, start + T) fit.
+  void check_idx(const Tensor& idx, int64_t start, const char* who) const;
+  // model.layers[layer]; throws ValueError (naming `who`) for a layer outside the model.
+  const LlamaDecoderLayer& decoder_layer(int64_t layer, const char* who) const;
   Tensor run(const Tensor& idx, int64_t start, KVCache* cache, const char* who) const;
 
   LlamaConfig config_;

@@ -91,12 +91,15 @@ TEST(ArchTable, LlamaFlagsAndConfigMapBothWays) {
   flags.kv_heads = 2;
   flags.intermediate = 40;
   flags.dtype = "f64";
+  flags.tie = true;
   const std::unique_ptr<Model> model = arch.build(config_json_of(arch, flags), rng);
+  EXPECT_TRUE(dynamic_cast<const nn::Llama&>(model->module()).config().tie_word_embeddings);
   TrainArgs back;
   set_model_flags(*model, back);
   std::string texts;
   for (const ModelFlag& f : arch.flags) texts += std::string(f.flag) + "=" + flag_text(back, f) + " ";
-  EXPECT_EQ(texts, "layers=2 heads=4 kv-heads=2 embd=24 intermediate=40 block=10 vocab=9 dtype=f64 ");
+  EXPECT_EQ(texts, "layers=2 heads=4 kv-heads=2 embd=24 intermediate=40 block=10 vocab=9 tie=on "
+                   "dtype=f64 ");
   EXPECT_EQ(back.arch, "llama");
   TrainArgs gpt;  // a GPT's folder has no config.json
   gpt.vocab = 5;

@@ -443,6 +443,7 @@ TEST(TrainCli, BadInputExitsWithOneLineAndLeavesOutAsItWas) {
        "--gelu is not a flag of --arch llama"},
       {"llama flag with --arch gpt", tiny(T, dir / "out", {"--kv-heads", "1"}), 2,
        "--kv-heads is not a flag of --arch gpt"},
+      {"tie with --arch gpt", tiny(T, dir / "out", {"--tie"}), 2, "--tie is not a flag of --arch gpt"},
       {"kv-heads not dividing heads", tiny(T, dir / "out", {"--arch", "llama", "--kv-heads", "3"}),
        2, "--kv-heads 3 must divide --heads 2"},
       {"dropout with --arch llama", tiny(T, dir / "out", {"--arch", "llama", "--dropout", "0.1"}),

@@ -31,6 +31,7 @@ constexpr ModelFlag kFlags[] = {
     {"intermediate", "intermediate_size", &TrainArgs::intermediate},
     {"block", "max_position_embeddings", &TrainArgs::block},
     {"vocab", "vocab_size", &TrainArgs::vocab},
+    {"tie", "tie_word_embeddings", &TrainArgs::tie},
     {"dtype", "dtype", &TrainArgs::dtype},
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// `tapegrad inspect`: looks inside a trained GPT's attention (no biases, as the lesson's layer;
-// the checkpoint's model must be an nn::GPT, whose attention_weights give the lesson's weights):
+// `tapegrad inspect`: looks inside a trained GPT's (no biases, as the lesson's layer) or Llama's
+// attention (the checkpoint's model an nn::GPT or nn::Llama, whose attention_weights give the
+// lesson's weights; other architectures have no attention and are refused):
 // the weights of every head of one layer on a token sequence, as heatmaps, with how much each
 // head attends to the previous token and to the token after the current one's last occurrence
 // (an induction head's stripe), and the attention-invariant checker run on that layer.

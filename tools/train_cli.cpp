@@ -57,6 +57,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--intermediate", a.intermediate, "MLP width of --arch llama (default 8/3 of "
                                                   "--embd, rounded up to a multiple of 8)")
       ->check(int_at_least(1));
+  t->add_flag("--tie", a.tie, "Tie --arch llama's lm_head to the token embedding "
+                              "(Hugging Face's tie_word_embeddings)");
   t->add_option("--hidden", a.hidden, "Hidden width of --arch mlp")->check(int_at_least(1))->capture_default_str();
   t->add_option("--init", a.init, "Start from the weights of a .safetensors file");
   t->add_option("--resume", a.resume, "Continue the run saved in this folder");
@@ -130,7 +132,7 @@ CLI::App* add_inspect_command(CLI::App& app, InspectArgs& a) {
   auto* s = app.add_subcommand(
       "inspect", "Show a trained layer's attention (heatmaps, induction scores) and check it");
   s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  s->add_option("--ckpt", a.ckpt, "Folder with model.safetensors (a model without biases)")
+  s->add_option("--ckpt", a.ckpt, "Folder with model.safetensors (a gpt without biases, or a llama)")
       ->required();
   s->add_option("--layer", a.layer, "The layer, from 0 (default: the last)")
       ->check(int_at_least(0));

@@ -42,6 +42,7 @@ struct TrainArgs {
   int64_t hidden = 256;  // --arch mlp
   // --arch llama; 0 (not given): --heads, and 8/3 of --embd rounded up to a multiple of 8
   int64_t kv_heads = 0, intermediate = 0;
+  bool tie = false;  // --arch llama: lm_head shares embed_tokens' weight (tie_word_embeddings)
   std::string init;    // --init FILE.safetensors
   std::string resume;  // --resume DIR
   uint64_t seed = 0;
