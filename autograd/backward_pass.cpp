@@ -296,6 +296,7 @@ class Pass {
 
   // A checkpointed region's node n with gradient dY (see the top of this file).
   void splice(Node& n, const Tensor& dY) {
+    if (const NodeState& s = state(&n); s.capture >= 0 && dY.defined()) captured_[s.capture] = dY;
     if (!dY.defined()) return send(n, Grads{});
     if (!n.recompute->run)
       throw GraphError("backward: the graph through " + op_at(n) + " was freed by an earlier "

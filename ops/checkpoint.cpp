@@ -74,13 +74,16 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   if (!fn) throw ValueError(who + ": fn is empty");
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined()) throw ValueError(who + ": input " + std::to_string(i) + " is an undefined tensor");
-  for (const Rng* r : options.rngs)
+  std::vector<Rng*> rngs;  // each once: a repeated one would be put back to its forward state
+  for (Rng* r : options.rngs) {
     if (r == nullptr) throw ValueError(who + ": options.rngs holds a null Rng");
+    if (std::find(rngs.begin(), rngs.end(), r) == rngs.end()) rngs.push_back(r);
+  }
   if (!is_grad_enabled()) return fn(inputs);
 
   const std::vector<uint64_t> input_versions = versions(inputs);
   std::vector<Rng> rngs_then;
-  for (const Rng* r : options.rngs) rngs_then.push_back(*r);
+  for (const Rng* r : rngs) rngs_then.push_back(*r);
   auto rc = std::make_unique<Recompute>();
   std::vector<Tensor> outs;
   Tensor y;
@@ -104,7 +107,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   const std::shared_ptr<Storage> value = y.impl().storage;
   const uint64_t value_version = value->version();
   const std::size_t bytes = static_cast<std::size_t>(y.numel()) * dtype_size(y.dtype());
-  rc->run = [fn, inputs, input_versions, read = std::move(read), rngs = options.rngs,
+  rc->run = [fn, inputs, input_versions, read = std::move(read), rngs,
              rngs_then = std::move(rngs_then), value, value_version, bytes, who]() -> Tensor {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       check_unchanged(inputs[i], input_versions[i], who, "its input " + std::to_string(i));

@@ -15,8 +15,14 @@
 // from (dropout's) goes in `rngs`; its state is kept at the forward and put back for the
 // recomputation (then restored), so the masks are the same. A recomputation that gives other
 // values than the forward (an Rng not listed, a parameter or mode changed since) throws
-// GraphError rather than computing wrong gradients. With grad mode off, or when nothing fn
-// returns requires grad, checkpoint is fn itself. Nested checkpoints work.
+// GraphError rather than computing wrong gradients. With grad mode off, or when fn reads nothing
+// that requires grad, checkpoint is fn itself. Nested checkpoints work.
+//
+// Unlike PyTorch's first run, the forward runs fn with grad mode off (so that it keeps nothing):
+// a tensor fn lets out other than through its outputs (a capture, a forward hook) does not
+// require grad, and a loss built from it adds no gradient. fn, what it refers to and the Rngs
+// must outlive the backward. Layers with state run twice, as in PyTorch (BatchNorm's running
+// statistics move twice per step in training mode).
 //
 // How the backward runs the recomputation without a backward inside a backward: see the top of
 // autograd/backward_pass.cpp.

@@ -157,7 +157,10 @@ Tensor cat(const std::vector<Tensor>& xs, int axis, const std::source_location& 
   bool recording = false;
   if (is_grad_enabled())
     for (const Tensor& x : xs) recording = recording || x.requires_grad();
-  if (!recording) return cat_values(xs, ax);
+  if (!recording) {
+    if (detail::ReadCollector::active()) detail::ReadCollector::note(xs);  // checkpoint's forward
+    return cat_values(xs, ax);
+  }
   // Groups of kMaxInputs, joined level by level.
   std::vector<Tensor> level = xs;
   while (level.size() > 1) {

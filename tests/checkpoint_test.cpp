@@ -291,6 +291,34 @@ TEST(Checkpoint, RefusesWhatWouldMakeTheRecomputationWrong) {
   EXPECT_NE(message([&] { checkpoint(f, {x, s}, {.rngs = {nullptr}}); }).find("null Rng"), std::string::npos);
 }
 
+// What a review found: tg::grad with respect to a region's output (GPT block outputs), a cat of
+// more inputs than a node holds as fn's only read, an Rng listed twice.
+TEST(Checkpoint, GradOfTheOutputACatOfManyAndARepeatedRng) {
+  Rng rng(7);
+  const Tensor x = randn({3}, rng, Dtype::f64).set_requires_grad();
+  const Tensor h = checkpoint([](const std::vector<Tensor>& in) { return mul(in[0], in[0]); }, {x});
+  const Tensor g = grad({sum(mul(h, h))}, {h, x})[0];
+  const std::vector<double> hv = h.to_vector(), gv = g.to_vector();
+  for (size_t i = 0; i < hv.size(); ++i) EXPECT_EQ(gv[i], 2 * hv[i]);
+
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 9; ++i) xs.push_back(randn({2}, rng, Dtype::f64).set_requires_grad());
+  const Tensor y = checkpoint([](const std::vector<Tensor>& in) { return cat(in, 0); }, xs);
+  ASSERT_TRUE(y.requires_grad());
+  sum(scale(y, 3.0)).backward();
+  for (const Tensor& t : xs) EXPECT_EQ(t.grad().to_vector(), std::vector<double>({3, 3}));
+
+  Rng r(1);
+  const CheckpointFn drop = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{dropout(in[0], 0.5, true, r)};
+  };
+  const Tensor z = randn({16}, rng, Dtype::f64).set_requires_grad();
+  const Tensor kept = checkpoint(drop, {z}, {.rngs = {&r, &r}})[0];
+  Rng after = r;
+  sum(kept).backward();
+  EXPECT_EQ(r.uniform(0, 1), after.uniform(0, 1));  // the backward left r where the forward did
+}
+
 // The README's example ("Activation checkpointing"), as written there; then the plain MLP.
 TEST(Checkpoint, TheReadmeExample) {
   using namespace tg;
