@@ -42,6 +42,9 @@ void conv2d_cases(Table& t) {
   conv("kernel_fills_padded_input", {1, 2, 3, 3}, {2, 2, 5, 5}, true, {.padding = 1});
   conv("everything", {2, 4, 6, 7}, {2, 2, 3, 2}, true,
        {.stride = {2, 3}, .padding = {2, 1}, .dilation = {1, 2}, .groups = 2});
+  // 3 x 3 at stride 1 over 8 or more channels a group: Winograd's kernels (ops/winograd.h)
+  conv("winograd_padding1", {2, 8, 4, 4}, {2, 8, 3, 3}, true, {.padding = 1});
+  conv("winograd_odd_groups2", {1, 16, 5, 4}, {4, 8, 3, 3}, false, {.padding = {1, 0}, .groups = 2});
 }
 
 void conv1d_cases(Table& t) {

@@ -70,4 +70,5 @@ list(APPEND TAPEGRAD_SOURCES
   ops/transpose.cpp
   ops/var.cpp
   ops/where.cpp
+  ops/winograd.cpp
 )

@@ -92,7 +92,7 @@ std::vector<MultiCase> conv_cases() {
       {{1, 1, 7, 5}, {2, 1, 3, 3}, true, 3, 2, 1, 1},
       {{1, 2, 3, 3}, {2, 2, 5, 5}, true, 1, 1, 1, 1},
   };
-  for (const Conv& k : conv2d) {
+  auto add_conv2d = [&c](const Conv& k) {
     std::vector<tg::Shape> shapes{k.x, k.w};
     if (k.bias) shapes.push_back({k.w[0]});
     c.push_back({"conv2d stride=" + pair(k.stride) + " padding=" + pair(k.padding) +
@@ -101,7 +101,8 @@ std::vector<MultiCase> conv_cases() {
                    return tg::conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), k.stride,
                                      k.padding, k.dilation, k.groups);
                  }});
-  }
+  };
+  for (const Conv& k : conv2d) add_conv2d(k);
   struct Conv1 {
     tg::Shape x, w;
     bool bias;
@@ -164,6 +165,14 @@ std::vector<MultiCase> conv_cases() {
                    k.ties});
     }
   norm_cases(c);
+  // 3 x 3 at stride 1 over 8 or more channels a group: Winograd's kernels (ops/winograd.h): even
+  // and odd outputs, padding, groups, and planes large enough for several chunks of images on
+  // several threads. (Last, so the cases above keep the inputs they were drawn.)
+  for (const Conv& k : std::vector<Conv>{{{2, 8, 6, 6}, {3, 8, 3, 3}, true, 1, 1, 1, 1},
+                                         {{1, 16, 5, 7}, {4, 8, 3, 3}, true, 1, {2, 1}, 1, 2},
+                                         {{3, 8, 9, 4}, {2, 8, 3, 3}, false, 1, 0, 1, 1},
+                                         {{3, 8, 40, 40}, {2, 8, 3, 3}, true, 1, 1, 1, 1}})
+    add_conv2d(k);
   return c;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // What the suites comparing ops with PyTorch share (tests/ops_torch*_test.cpp, PyTorch's side in
 // tests/ops_reference.py): the comparison of two arrays, and the runner of cases of several
-// inputs, which checks each case's float64 output, the gradient of sum(y * w) for every input,
+// inputs, which checks each case's float64 output, the gradient of sum(y * w) for every input
+// (twice: by the ops' kernels, a plain backward, and by their formulas, through create_graph),
 // the second derivative (the gradient of sum_k <d_k, v_k>, through create_graph), the float32
 // forward and, for the ops that return indices, those indices. A missing torch is a failure.
 
@@ -80,7 +81,7 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
   Rng rng(seed);
   struct Result {
     Tensor y, y32, idx;
-    std::vector<Tensor> d, dd;
+    std::vector<Tensor> d, dd, d_kernel;
   };
   std::vector<Result> res;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -103,7 +104,9 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
     Result r;
     const Tensor y = c.op(xs);
     const Tensor w = randn(y.shape(), rng, Dtype::f64);
-    r.d = grad({sum(mul(y, w))}, xs, {}, /*create_graph=*/true);
+    const Tensor L = sum(mul(y, w));
+    r.d_kernel = grad({L}, xs, {}, /*create_graph=*/false, /*retain_graph=*/true);
+    r.d = grad({L}, xs, {}, /*create_graph=*/true);
     Tensor s;  // sum_k <d_k, v_k>
     for (std::size_t k = 0; k < xs.size(); ++k) {
       vs.push_back(randn(xs[k].shape(), rng, Dtype::f64));
@@ -143,7 +146,9 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
     }
     for (std::size_t k = 0; k < r.d.size(); ++k) {
       SCOPED_TRACE("input " + std::to_string(k));
-      EXPECT_LE(max_rel_diff(r.d[k], read_npy((d / numbered("d", k)).string())), 1e-12);
+      const Tensor want_d = read_npy((d / numbered("d", k)).string());
+      EXPECT_LE(max_rel_diff(r.d[k], want_d), 1e-12) << "the formula's gradient";
+      EXPECT_LE(max_rel_diff(r.d_kernel[k], want_d), 1e-12) << "the kernel's gradient";
       const Tensor want = read_npy((d / numbered("dd", k)).string());
       const Tensor got = r.dd.empty() ? zeros(want.shape(), Dtype::f64) : r.dd[k];
       EXPECT_LE(max_rel_diff(got, want), 1e-12);
