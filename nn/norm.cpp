@@ -21,7 +21,7 @@ std::string named(const char* kind, int64_t C) {
 BatchNorm::BatchNorm(const char* kind, int64_t C, BatchNormOptions o, Dtype dtype, int min_rank,
                      int max_rank)
     : num_features(C), options(o), kind_(kind), min_rank_(min_rank), max_rank_(max_rank) {
-  if (C < 1 || !is_floating(dtype) || !std::isfinite(o.momentum) || !(o.eps >= 0))
+  if (C < 1 || !is_floating(dtype) || (o.momentum && !std::isfinite(*o.momentum)) || !(o.eps >= 0))
     throw ValueError(named(kind, C) + ": C must be >= 1, momentum finite, eps >= 0 and the dtype "
                      "float32 or float64");
   if (o.affine) {
@@ -30,6 +30,7 @@ BatchNorm::BatchNorm(const char* kind, int64_t C, BatchNormOptions o, Dtype dtyp
     register_parameter("weight", weight);
     register_parameter("bias", bias);
   }
+  if (!o.track_running_stats) return;
   running_mean = zeros({C}, dtype);
   running_var = ones({C}, dtype);
   num_batches_tracked = zeros(Shape{}, Dtype::i64);
@@ -43,14 +44,16 @@ Tensor BatchNorm::forward(const Tensor& x) const {
     throw ShapeError(named(kind_, num_features) + ": input " + x.shape().str() + " must be " +
                      (max_rank_ == 3 ? "(N, C) or (N, C, L)" : "(N, C, H, W)") + " with C = " +
                      std::to_string(num_features));
-  const bool training = is_training();
-  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, training, options.momentum,
-                        options.eps);  // (N, C, ...)
-  if (training) {
+  const bool tracking = options.track_running_stats;
+  double momentum = options.momentum.value_or(0.0);
+  if (is_training() && tracking) {
     Tensor count = num_batches_tracked;
-    count.data<int64_t>()[0] += 1;
+    const int64_t n = count.data<int64_t>()[0] += 1;
+    if (!options.momentum) momentum = 1.0 / static_cast<double>(n);  // the cumulative average
   }
-  return y;
+  // Without running statistics, the batch's are used in evaluation mode too.
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training() || !tracking,
+                    momentum, options.eps);  // (N, C, ...)
 }
 
 GroupNorm::GroupNorm(int64_t G, int64_t C, double eps_, bool affine, Dtype dtype)

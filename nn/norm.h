@@ -4,8 +4,10 @@
 //
 // BatchNorm keeps its running statistics as buffers (running_mean 0, running_var 1,
 // num_batches_tracked int64 0), saved and loaded with the state dict: in training mode a forward
-// normalises with the batch's statistics and updates them (momentum 0.1 by default); in
-// evaluation mode it uses them.
+// normalises with the batch's statistics and updates them (momentum 0.1 by default; no momentum:
+// their cumulative average, each batch weighted 1 / num_batches_tracked); in evaluation mode it
+// uses them. With track_running_stats false it has no buffers and always normalises with the
+// batch's statistics, in evaluation mode too (PyTorch's rule).
 
 #include <cstdint>
 #include <optional>
@@ -16,8 +18,9 @@ namespace tg::nn {
 
 struct BatchNormOptions {
   double eps = 1e-5;
-  double momentum = 0.1;
-  bool affine = true;  // weight and bias parameters
+  std::optional<double> momentum = 0.1;  // std::nullopt: the cumulative average (PyTorch's None)
+  bool affine = true;                    // weight and bias parameters
+  bool track_running_stats = true;       // false: no buffers, the batch's statistics always
 };
 
 /// What BatchNorm1d and BatchNorm2d share; `ranks` names the input ranks the layer accepts.
@@ -32,9 +35,9 @@ class BatchNorm : public Module {
   BatchNormOptions options;
   Tensor weight;               // (C,), undefined without affine
   Tensor bias;                 // (C,), undefined without affine
-  Tensor running_mean;         // (C,) buffer
-  Tensor running_var;          // (C,) buffer
-  Tensor num_batches_tracked;  // () int64 buffer: training forwards so far
+  Tensor running_mean;         // (C,) buffer (undefined without track_running_stats)
+  Tensor running_var;          // (C,) buffer (undefined without track_running_stats)
+  Tensor num_batches_tracked;  // () int64 buffer: training forwards so far (the same)
 
  protected:
   /// Throws ValueError for C < 1, momentum not finite, eps < 0 or an int64 dtype.
