@@ -341,29 +341,28 @@ def conv_backend(threads):
                       "mkldnn_enabled": torch.backends.mkldnn.enabled, "aten_ops": ops}))
 
 
+# Each measurement's function and how to read its arguments, in the docstring's order.
+MEASUREMENTS = {
+    "info": (info, [int]),
+    "attention": (attention, [int, int, int, int, str, str, int, float]),
+    "gpt": (gpt, [str, int, float]),
+    "hessian_mlp": (hessian_mlp, [str, int, float]),
+    "hvp_gpt": (hvp_gpt, [str, int, float]),
+    "conv2d": (conv2d, [int, int, int, int, str, str, int, float]),
+    "cnn_epoch": (cnn_epoch, [str, int, int]),
+    "conv_backend": (conv_backend, [int]),
+}
+
+
 def main(argv):
-    kind = argv[0]
-    if kind == "info":
-        info(int(argv[1]))
-    elif kind == "attention":
-        B, T, D, H, dtype, mode, threads, min_time = argv[1:]
-        attention(int(B), int(T), int(D), int(H), dtype, mode, int(threads), float(min_time))
-    elif kind == "gpt":
-        dtype, threads, min_time = argv[1:]
-        gpt(dtype, int(threads), float(min_time))
-    elif kind in ("hessian_mlp", "hvp_gpt"):
-        dtype, threads, min_time = argv[1:]
-        (hessian_mlp if kind == "hessian_mlp" else hvp_gpt)(dtype, int(threads), float(min_time))
-    elif kind == "conv2d":
-        N, C_in, C_out, H, dtype, mode, threads, min_time = argv[1:]
-        conv2d(int(N), int(C_in), int(C_out), int(H), dtype, mode, int(threads), float(min_time))
-    elif kind == "cnn_epoch":
-        folder, limit, threads = argv[1:]
-        cnn_epoch(folder, int(limit), int(threads))
-    elif kind == "conv_backend":
-        conv_backend(int(argv[1]))
-    else:
-        raise SystemExit(f"torch_side.py: unknown measurement {kind}")
+    kind = argv[0] if argv else ""
+    if kind not in MEASUREMENTS:
+        raise SystemExit(f"torch_side.py: unknown measurement {kind!r}; one of "
+                         + ", ".join(MEASUREMENTS))
+    measure, parse = MEASUREMENTS[kind]
+    if len(argv) - 1 != len(parse):
+        raise SystemExit(f"torch_side.py {kind}: {len(parse)} arguments, got {len(argv) - 1}")
+    measure(*(read(v) for read, v in zip(parse, argv[1:])))
 
 
 if __name__ == "__main__":
