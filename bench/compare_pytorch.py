@@ -70,8 +70,9 @@ The header says which convolution PyTorch runs: one forward and backward of Net 
 ONEDNN_VERBOSE=1 (torch 1.13's oneDNN 2.6 then prints a line per primitive it runs; it honours
 DNNL_VERBOSE too), with the ATen convolution ops the autograd profiler saw and whether
 torch.backends.mkldnn is available and enabled: e.g. "conv: oneDNN v2.6.3, jit:avx512_core
-(forward_training, ...)", or "conv: native (aten::_slow_conv2d_forward)" when no oneDNN
-convolution ran.
+(forward_training, backward_data, backward_weights), ISA ...; ATen aten::mkldnn_convolution", or
+"conv: native (no oneDNN convolution ran); ATen aten::_slow_conv2d_backward,
+aten::_slow_conv2d_forward, aten::thnn_conv2d" (THNN's im2col and GEMM).
 
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
