@@ -42,17 +42,54 @@ its 1,006 parameters (PyTorch: hessian(vectorize=True)) and an hvp of a small GP
 L 2, H 2, C 64, T 32, B 4) in all its parameters (PyTorch: hvp, with functional_call). Reported,
 no target.
 
+--cnn compares pytorch/examples' MNIST Net (tests/torch_image_models.py; tapegrad's nn::MnistNet),
+at each thread count of --threads, under the same rules:
+- conv2d at Net's shapes, float: N 64, 1 -> 32 at 28 x 28 and 32 -> 64 at 26 x 26, 3 x 3, stride
+  1, with bias; forward, and forward+backward giving X, W and b their gradients from a fixed
+  random grad_output (BM_Conv2d_MNIST_Fwd / _FwdBwd of bench/ops_bench.cpp against F.conv2d and
+  torch.autograd.grad). Target: each at most 0.8x PyTorch's time at one thread.
+- One training epoch on Fashion-MNIST (--images): `tapegrad train --images DIR --arch cnn --epochs
+  1` (its defaults: AdamW lr 1e-3, weight decay 0.01, batch 64, dropout on, shuffled) against
+  torch_side.py's cnn_epoch (the same IDX files read with gzip and numpy, normalised as tapegrad
+  does, Net trained with torch.optim.AdamW(lr 1e-3, weight decay 0.01 on the rank >= 2
+  parameters, as tapegrad's) on shuffled batches of 64), each then scoring the 10,000 test images.
+  The training time is the updates alone, not reading the files nor the test set. tapegrad's is
+  metrics.csv's elapsed_s on the epoch's last row: the clock starts after the files are read and
+  the model built (tools/train_cmd.cpp) and the row is stamped after the last optimizer step,
+  before the test set; it includes drawing each batch, the gradient norm tapegrad records every
+  update and its metrics row. PyTorch's is perf_counter from its first batch to its last step.
+  tapegrad's test evaluation time has no column of its own, so it is taken from when its
+  progress lines reach this script: "epoch 1: ..." (printed after the test set) less "step 1/..."
+  (printed after the first update), less the updates in between (the last row's elapsed_s less
+  the first's); so --cnn-limit must leave at least two batches. PyTorch's is perf_counter around
+  its test loop (no_grad, eval mode, batches of 250 as tapegrad's). Both are cold runs, first
+  steps included. Test accuracy is each side's. --cnn-limit N trains on the first N images only
+  (both sides) for a short run; the targets (at most 0.6x PyTorch's time at one thread, 0.5x at
+  two) are checked on a whole epoch only.
+The header says which convolution PyTorch runs: one forward and backward of Net under
+ONEDNN_VERBOSE=1 (torch 1.13's oneDNN 2.6 then prints a line per primitive it runs; it honours
+DNNL_VERBOSE too), with the ATen convolution ops the autograd profiler saw and whether
+torch.backends.mkldnn is available and enabled: e.g. "conv: oneDNN v2.6.3, jit:avx512_core
+(forward_training, backward_data, backward_weights), ISA ...; ATen aten::mkldnn_convolution", or
+"conv: native (no oneDNN convolution ran); ATen aten::_slow_conv2d_backward,
+aten::_slow_conv2d_forward, aten::thnn_conv2d" (THNN's im2col and GEMM).
+
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
            [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy] [--functional]
+           [--cnn [--cnn-limit N] [--tapegrad build/release/tools/tapegrad]
+                  [--images /usr/share/datasets/fashion-mnist]]
 """
 
 import argparse
 import contextlib
+import csv
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 CASES = [(1, 8, 4, 1), (1, 64, 64, 4), (1, 256, 256, 4), (1, 1024, 512, 8), (4, 512, 256, 8)]
 MEMORY_CASE = (1, 4096, 256, 4)
@@ -63,6 +100,10 @@ FUNCTIONAL = {  # torch_side.py's measurement: (tapegrad's benchmark, what it is
     "hvp_gpt": ("BM_Functional_HvpGpt<{}>/V:65/L:2/H:2/C:64/T:32/B:4",
                 "hvp of a small GPT's loss (V 65, L 2, H 2, C 64, T 32, B 4)"),
 }
+CONV_CASES = [(64, 1, 32, 28), (64, 32, 64, 26)]  # (N, C_in, C_out, H): Net's conv1 and conv2
+CONV_NAME = "BM_Conv2d_MNIST_{}<float>/N:{}/C_in:{}/C_out:{}/H:{}"
+CNN_BOUNDS = {1: 0.6, 2: 0.5}  # threads: an epoch's time over PyTorch's, at most
+TRAIN_IMAGES, BATCH = 60000, 64
 TORCH_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_side.py")
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 ALLOCATORS = {
@@ -204,6 +245,9 @@ def print_header(a, threads_list, allocators):
     else:
         print("note: no bench/libtorch_side (cmake -DTAPEGRAD_LIBTORCH_BENCH=ON, Debian: "
               "libtorch-dev); libtorch's columns are left out")
+    if a.cnn:
+        print(f"PyTorch {conv_backend(threads_list[0])}")
+        print(f"--cnn: tapegrad {a.tapegrad}, images {a.images}")
     if a.busy:
         print("Every measurement runs beside one busy process (a loop on one core)")
 
@@ -387,6 +431,122 @@ def compare_functional(a, allocators):
                   f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} |", flush=True)
 
 
+def conv_backend(threads):
+    """Which convolution PyTorch runs Net's on: one forward and backward of it under
+    ONEDNN_VERBOSE=1, oneDNN's lines (its version, ISA and each convolution primitive it ran)
+    parsed from torch_side.py's stdout, then its JSON line."""
+    env = dict(torch_env("glibc", threads), ONEDNN_VERBOSE="1")
+    out = subprocess.run([sys.executable, TORCH_SIDE, "conv_backend", str(threads)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"compare_pytorch: torch_side.py conv_backend failed:\n{out.stderr}")
+    lines = out.stdout.splitlines()
+    i = json.loads(lines[-1])
+    version = next((l.split(",")[2].split(" (")[0] for l in lines
+                    if l.startswith("onednn_verbose,info,oneDNN")), "oneDNN")
+    isa = next((l.split("isa:", 1)[1] for l in lines if ",isa:" in l), "?")
+    kinds = {}  # implementation: the passes it ran
+    for l in lines:
+        if l.startswith("onednn_verbose,exec,cpu,convolution,"):
+            impl, prop = l.split(",")[4:6]
+            if prop not in kinds.setdefault(impl, []):
+                kinds[impl].append(prop)
+    used = (f"{version}, " + "; ".join(f"{k} ({', '.join(v)})" for k, v in kinds.items())
+            + f", ISA {isa}" if kinds else "native (no oneDNN convolution ran)")
+    return (f"conv: {used}; ATen {', '.join(i['aten_ops']) or '?'}; torch.backends.mkldnn "
+            f"available {i['mkldnn_available']}, enabled {i['mkldnn_enabled']}")
+
+
+def compare_conv2d(a, threads, allocators, targets):
+    """conv2d at Net's two shapes, float, forward and forward+backward; at one thread, each
+    against its bound of 0.8x PyTorch's time."""
+    print(f"\nconv2d at the MNIST Net's shapes (3 x 3, stride 1, bias; float), {threads} "
+          "thread(s)" + (", beside a busy process" if a.busy else "") + "\n")
+    print("| case (N, C_in, C_out, H) | pass | tapegrad | PyTorch | PyTorch / tapegrad "
+          "| PyTorch's allocator | PyTorch CPU/wall |")
+    print("|---|---|---|---|---|---|---|")
+    for case in CONV_CASES:
+        for mode in ("Fwd", "FwdBwd"):
+            tgs, pts = [], []
+            args = ["conv2d", *case, "float", mode, threads, a.min_time]
+            for _ in range(a.repeat):
+                tgs.append(run_tapegrad(a.bench, CONV_NAME.format(mode, *case), threads,
+                                        a.min_time)["seconds"])
+                pts.append(best_torch(args, allocators, threads))
+            tg = min(tgs)
+            pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
+            pt = pt_run["seconds"]
+            where = f"{case} float {mode.replace('FwdBwd', 'fwd+bwd').lower()}"
+            print(f"| {case} | {mode.replace('FwdBwd', 'fwd+bwd').lower()} | {fmt_time(tg)} "
+                  f"| {fmt_time(pt)} | {pt / tg:.2f}x | {alloc} | {pt_run['cores']:.2f} |",
+                  flush=True)
+            if threads == 1:
+                targets.check(tg <= 0.8 * pt, f"1T conv2d {where}: {tg / pt:.2f}x PyTorch's "
+                              "time (<= 0.8x)")
+
+
+def run_tapegrad_epoch(a, threads):
+    """One epoch of `tapegrad train --images --arch cnn`: its training seconds (metrics.csv's
+    elapsed_s on the epoch's last row), its test set's seconds (from when its progress lines
+    arrive, as the docstring says) and its test accuracy."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    with tempfile.TemporaryDirectory(prefix="compare_pytorch_cnn") as out:
+        cmd = [a.tapegrad, "train", "--images", a.images, "--arch", "cnn", "--epochs", "1",
+               "--threads", str(threads), "--out", out]
+        if a.cnn_limit:
+            cmd += ["--train-limit", str(a.cnn_limit)]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        arrived, lines = {}, []
+        for line in iter(p.stderr.readline, b""):
+            now = time.perf_counter()
+            lines.append(line.decode(errors="replace"))
+            for start in ("step 1/", "epoch 1:"):
+                if lines[-1].startswith(start):
+                    arrived.setdefault(start, now)
+        if p.wait() != 0 or len(arrived) != 2:
+            raise SystemExit(f"compare_pytorch: {' '.join(cmd)} failed (exit {p.returncode}):\n"
+                             + "".join(lines[-20:]))
+        with open(os.path.join(out, "metrics.csv")) as f:
+            rows = list(csv.DictReader(f))
+    first, last = float(rows[0]["elapsed_s"]), float(rows[-1]["elapsed_s"])
+    return {"seconds": last, "accuracy": float(rows[-1]["test_accuracy"]),
+            "eval_seconds": arrived["epoch 1:"] - arrived["step 1/"] - (last - first)}
+
+
+def compare_cnn_epoch(a, threads_list, allocators, targets):
+    """One training epoch of Net on Fashion-MNIST per thread count; on a whole epoch, each
+    against its bound (CNN_BOUNDS)."""
+    images = a.cnn_limit or TRAIN_IMAGES
+    print("\nOne training epoch of the MNIST Net on Fashion-MNIST ("
+          + (f"the first {images:,} of " if a.cnn_limit else "")
+          + f"{TRAIN_IMAGES:,} images; AdamW lr 1e-3, weight decay 0.01, batch {BATCH}, dropout, "
+          "shuffled), then the 10,000 test images" + (", beside a busy process" if a.busy else "")
+          + "\n")
+    print("| threads | tapegrad train | PyTorch train | PyTorch / tapegrad | PyTorch's allocator "
+          "| tapegrad img/s | tapegrad test eval | PyTorch test eval | tapegrad test accuracy "
+          "| PyTorch test accuracy | PyTorch CPU/wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for threads in threads_list:
+        tgs, pts = [], []
+        for _ in range(a.repeat):
+            tgs.append(run_tapegrad_epoch(a, threads))
+            pts.append(best_torch(["cnn_epoch", a.images, a.cnn_limit, threads], allocators,
+                                  threads))
+        tg = min(tgs, key=lambda r: r["seconds"])
+        pt, alloc = min(pts, key=lambda r: r[0]["seconds"])
+        tg_eval = min(r["eval_seconds"] for r in tgs)
+        pt_eval = min(r[0]["eval_seconds"] for r in pts)
+        print(f"| {threads} | {tg['seconds']:.2f} s | {pt['seconds']:.2f} s "
+              f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} | {images / tg['seconds']:.0f} "
+              f"| {tg_eval:.2f} s | {pt_eval:.2f} s | {tg['accuracy']:.4f} | {pt['accuracy']:.4f} "
+              f"| {pt['cores']:.2f} |", flush=True)
+        bound = CNN_BOUNDS.get(threads)
+        if bound and not a.cnn_limit:
+            targets.check(tg["seconds"] <= bound * pt["seconds"],
+                          f"{threads}T one epoch of Net on Fashion-MNIST: "
+                          f"{tg['seconds'] / pt['seconds']:.2f}x PyTorch's time (<= {bound}x)")
+
+
 def parse_cases(text):
     if text in ("all", "small", "none"):
         return {"all": CASES, "small": CASES[:2], "none": []}[text]
@@ -412,6 +572,15 @@ def main():
                     help="measure beside one busy process; check tapegrad's 2T / 1T <= 1.2x")
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the 1-vs-2-thread scaling and fused-vs-composed memory targets")
+    ap.add_argument("--cnn", action="store_true",
+                    help="also the MNIST Net: conv2d at its shapes, one epoch on Fashion-MNIST")
+    ap.add_argument("--cnn-limit", type=int, default=0,
+                    help="train --cnn's epoch on the first N images only (0: all; targets then "
+                         "unchecked)")
+    ap.add_argument("--tapegrad", default="build/release/tools/tapegrad",
+                    help="the tapegrad binary that trains --cnn's epoch")
+    ap.add_argument("--images", default="/usr/share/datasets/fashion-mnist",
+                    help="--cnn's IDX folder (Debian: dataset-fashion-mnist)")
     a = ap.parse_args()
     try:
         subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
@@ -422,6 +591,16 @@ def main():
         raise SystemExit(f"compare_pytorch: no benchmark binary at {a.bench}; run ./build.sh first")
     if not os.access(a.libtorch, os.X_OK):
         a.libtorch = None
+    if a.cnn and not os.access(a.tapegrad, os.X_OK):
+        raise SystemExit(f"compare_pytorch: no tapegrad binary at {a.tapegrad}; run ./build.sh "
+                         "first or pass --tapegrad")
+    if a.cnn and not os.path.isdir(a.images):
+        raise SystemExit(f"compare_pytorch: no image folder {a.images} (Debian: "
+                         "dataset-fashion-mnist); pass --images")
+    if a.cnn and not (a.cnn_limit == 0 or BATCH < a.cnn_limit <= TRAIN_IMAGES):
+        raise SystemExit(f"compare_pytorch: --cnn-limit {a.cnn_limit}: 0 (every image) or "
+                         f"{BATCH + 1} to {TRAIN_IMAGES} (two batches at least: tapegrad's test "
+                         "time is taken between its first update and the test set)")
     threads_list = [int(t) for t in a.threads.split(",")]
     allocators = ["glibc"] + (["tcmalloc"] if os.path.exists(TCMALLOC) else [])
     cases = parse_cases(a.cases)
@@ -431,11 +610,16 @@ def main():
     targets = Targets()
     with busy_process(a.busy):
         for threads in threads_list:
-            compare_attention(a, cases, threads, allocators, results)
+            if cases:
+                compare_attention(a, cases, threads, allocators, results)
         if a.gpt:
             compare_gpt(a, threads_list, allocators, targets, results)
         if a.functional:
             compare_functional(a, allocators)
+        if a.cnn:
+            for threads in threads_list:
+                compare_conv2d(a, threads, allocators, targets)
+            compare_cnn_epoch(a, threads_list, allocators, targets)
         if a.busy:
             busy_targets(a, results, targets)
         for threads in threads_list:

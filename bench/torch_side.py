@@ -6,6 +6,9 @@
     torch_side.py gpt float|double THREADS MIN_TIME
     torch_side.py hessian_mlp float|double THREADS MIN_TIME
     torch_side.py hvp_gpt float|double THREADS MIN_TIME
+    torch_side.py conv2d N C_in C_out H float|double Fwd|FwdBwd THREADS MIN_TIME
+    torch_side.py cnn_epoch DIR LIMIT THREADS
+    torch_side.py conv_backend THREADS
 
 A fresh process per measurement, so the allocator (chosen by compare_pytorch.py through the
 environment: glibc's MALLOC_* settings or tcmalloc by LD_PRELOAD) and the thread settings apply
@@ -13,6 +16,7 @@ from the first allocation, and each run's peak RSS (wait4) is its own.
 """
 
 import ctypes
+import gzip
 import importlib.util
 import json
 import math
@@ -22,7 +26,9 @@ import sys
 import time
 import types
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 # nanoGPT's shakespeare_char CPU recipe, as BM_GPT_TrainStep runs it (bench/gpt_bench.cpp).
 GPT_RECIPE = dict(vocab=65, layers=4, heads=4, embd=128, block=64, batch=12)
@@ -30,6 +36,9 @@ GPT_RECIPE = dict(vocab=65, layers=4, heads=4, embd=128, block=64, batch=12)
 # parameters whose loss's Hessian is timed, and the small GPT whose loss's hvp is.
 HESSIAN_MLP = dict(N=32, D=16, H=32, O=14)
 HVP_GPT = dict(vocab=65, layers=2, heads=2, embd=64, block=32, batch=4)
+# tapegrad train --images's defaults for --arch cnn: batches of 64, AdamW lr 1e-3, weight decay
+# 0.01; the test set scored in the fewest equal batches of at most 256 (data/image_batches.h).
+CNN_RECIPE = dict(batch=64, lr=1e-3, weight_decay=0.01, eval_batch=256)
 
 
 def time_loop(step, min_time):
@@ -111,15 +120,19 @@ def attention(B, T, D, H, dtype, mode, threads, min_time):
     print(json.dumps(time_loop(step, min_time)))
 
 
-def reference_gpt():
-    """nanoGPT's model as tests/gpt_reference.py writes it (the one PyTorch copy of the model in
-    this repository), loaded by path: tests/ is not a package."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                        "gpt_reference.py")
-    spec = importlib.util.spec_from_file_location("gpt_reference", path)
+def tests_module(name):
+    """tests/NAME.py, loaded by path: tests/ is not a package."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.GPT
+    return module
+
+
+def reference_gpt():
+    """nanoGPT's model as tests/gpt_reference.py writes it (the one PyTorch copy of the model in
+    this repository)."""
+    return tests_module("gpt_reference").GPT
 
 
 def nanogpt_init(model, layers):
@@ -207,21 +220,149 @@ def hvp_gpt(dtype, threads, min_time):
     print(json.dumps(time_loop(lambda: torch.autograd.functional.hvp(loss, params, v), min_time)))
 
 
-def main(argv):
-    kind = argv[0]
-    if kind == "info":
-        info(int(argv[1]))
-    elif kind == "attention":
-        B, T, D, H, dtype, mode, threads, min_time = argv[1:]
-        attention(int(B), int(T), int(D), int(H), dtype, mode, int(threads), float(min_time))
-    elif kind == "gpt":
-        dtype, threads, min_time = argv[1:]
-        gpt(dtype, int(threads), float(min_time))
-    elif kind in ("hessian_mlp", "hvp_gpt"):
-        dtype, threads, min_time = argv[1:]
-        (hessian_mlp if kind == "hessian_mlp" else hvp_gpt)(dtype, int(threads), float(min_time))
+def conv2d(N, C_in, C_out, H, dtype, mode, threads, min_time):
+    """F.conv2d with bias, 3 x 3, stride 1, no padding, as BM_Conv2d_MNIST_Fwd / _FwdBwd: X (N,
+    C_in, H, H), W (C_out, C_in, 3, 3), b (C_out); the backward seeded with a fixed random
+    grad_output and giving X, W and b their gradients (torch.autograd.grad, as tg::grad)."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    dt = torch.float32 if dtype == "float" else torch.float64
+    inputs = [torch.randn(N, C_in, H, H, dtype=dt), torch.randn(C_out, C_in, 3, 3, dtype=dt),
+              torch.randn(C_out, dtype=dt)]
+    if mode == "Fwd":
+        def step():
+            with torch.no_grad():
+                F.conv2d(*inputs)
     else:
-        raise SystemExit(f"torch_side.py: unknown measurement {kind}")
+        for t in inputs:
+            t.requires_grad_()
+        g = torch.randn(N, C_out, H - 2, H - 2, dtype=dt)  # grad_output, as the Y it seeds
+
+        def step():
+            torch.autograd.grad(F.conv2d(*inputs), inputs, g)
+
+    print(json.dumps(time_loop(step, min_time)))
+
+
+def read_idx(path):
+    """One gzip-compressed IDX file of unsigned bytes (data/idx.h's format) as a numpy array."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    if data[:3] != b"\0\0\x08" or not 1 <= data[3] <= 4:
+        raise SystemExit(f"torch_side.py: {path}: not an IDX file of unsigned bytes")
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    values = np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims))
+    if values.size != math.prod(dims):
+        raise SystemExit(f"torch_side.py: {path}: {values.size} values, the dims say {dims}")
+    return values.reshape(dims)
+
+
+def image_folder(folder):
+    """The training and test sets of an IDX folder as tapegrad reads them (DESIGN's "Image
+    data"): x / 255, then (x - mean) / std with the mean and population standard deviation of
+    every training pixel in float64; images (N, 1, 28, 28) float32, labels int64."""
+    def images(name):
+        return read_idx(os.path.join(folder, name + "-images-idx3-ubyte.gz")) / 255.0
+
+    def labels(name):
+        return torch.from_numpy(
+            read_idx(os.path.join(folder, name + "-labels-idx1-ubyte.gz")).astype(np.int64))
+
+    train, test = images("train"), images("t10k")
+    mean, std = train.mean(), train.std()
+
+    def tensor(x):
+        return torch.from_numpy(((x - mean) / std).astype(np.float32)).unsqueeze(1)
+
+    return (tensor(train), labels("train")), (tensor(test), labels("t10k"))
+
+
+def cnn_epoch(folder, limit, threads):
+    """One training epoch of pytorch/examples' MNIST Net (tests/torch_image_models.py) as
+    `tapegrad train --images DIR --arch cnn --epochs 1` runs it: the first `limit` training images
+    (all when 0) in a shuffled order, batches of 64 (the last one smaller), cross-entropy,
+    torch.optim.AdamW (lr 1e-3, weight decay 0.01 on the rank >= 2 parameters as tapegrad's;
+    torch 1.13's CPU default, the single-tensor loop), dropout on; then the test set under
+    no_grad in eval mode. "seconds" is the epoch's updates alone (from the first batch to the last
+    step; reading the files and the test set are outside it), "eval_seconds" the test set's."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    r = CNN_RECIPE
+    (x, y), (x_test, y_test) = image_folder(folder)
+    n = limit or len(x)
+    model = tests_module("torch_image_models").Net()
+    model.train()
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": r["weight_decay"]},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=r["lr"])
+    start, cpu = time.perf_counter(), time.process_time()
+    order = torch.randperm(n)
+    for i in range(0, n, r["batch"]):
+        batch = order[i:i + r["batch"]]
+        loss = F.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+
+    start = time.perf_counter()
+    model.eval()
+    size = len(x_test) // -(-len(x_test) // r["eval_batch"])  # the fewest equal batches
+    correct, test_loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(x_test) - size + 1, size):
+            logits = model(x_test[i:i + size])
+            test_loss += F.cross_entropy(logits, y_test[i:i + size], reduction="sum").item()
+            correct += (logits.argmax(1) == y_test[i:i + size]).sum().item()
+    eval_seconds = time.perf_counter() - start
+    scored = size * (len(x_test) // size)
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "cores": cpu / seconds,
+                      "eval_seconds": eval_seconds, "accuracy": correct / scored,
+                      "test_loss": test_loss / scored, "images": n,
+                      "threads": torch.get_num_threads()}))
+
+
+def conv_backend(threads):
+    """One forward and backward of Net on a batch of 64, for compare_pytorch.py to run under
+    ONEDNN_VERBOSE=1 (oneDNN then prints a line per primitive on stdout, before this JSON line):
+    whether oneDNN (mkldnn) is available and enabled and the ATen convolution ops the autograd
+    profiler saw."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = tests_module("torch_image_models").Net()
+    with torch.autograd.profiler.profile() as prof:
+        model(torch.randn(64, 1, 28, 28)).sum().backward()
+    ops = sorted({e.name for e in prof.function_events if "conv" in e.name
+                  and e.name not in ("aten::conv2d", "aten::convolution", "aten::_convolution",
+                                     "aten::convolution_backward")})
+    sys.stdout.flush()  # oneDNN's lines first
+    print(json.dumps({"mkldnn_available": torch.backends.mkldnn.is_available(),
+                      "mkldnn_enabled": torch.backends.mkldnn.enabled, "aten_ops": ops}))
+
+
+# Each measurement's function and how to read its arguments, in the docstring's order.
+MEASUREMENTS = {
+    "info": (info, [int]),
+    "attention": (attention, [int, int, int, int, str, str, int, float]),
+    "gpt": (gpt, [str, int, float]),
+    "hessian_mlp": (hessian_mlp, [str, int, float]),
+    "hvp_gpt": (hvp_gpt, [str, int, float]),
+    "conv2d": (conv2d, [int, int, int, int, str, str, int, float]),
+    "cnn_epoch": (cnn_epoch, [str, int, int]),
+    "conv_backend": (conv_backend, [int]),
+}
+
+
+def main(argv):
+    kind = argv[0] if argv else ""
+    if kind not in MEASUREMENTS:
+        raise SystemExit(f"torch_side.py: unknown measurement {kind!r}; one of "
+                         + ", ".join(MEASUREMENTS))
+    measure, parse = MEASUREMENTS[kind]
+    if len(argv) - 1 != len(parse):
+        raise SystemExit(f"torch_side.py {kind}: {len(parse)} arguments, got {len(argv) - 1}")
+    measure(*(read(v) for read, v in zip(parse, argv[1:])))
 
 
 if __name__ == "__main__":
