@@ -108,6 +108,32 @@ void for_each_chunk(const Plan& p, int team, F&& body) {
   for (int64_t c = 0; c < p.chunks; ++c) body(c, omp_get_thread_num());
 }
 
+// One chunk's images and the thread's two rooms for its transformed buffers: V (16, C / G, Tc),
+// its matrices vs apart, and M (16, C_out / G, Tc), ms apart.
+template <class T>
+struct ChunkRoom {
+  int64_t chunk, n0, images, Tc, vs, ms;
+  T *V, *M;
+};
+
+// Runs body(room) for every chunk, over threads when the work pays for a team, each thread in
+// its own rooms.
+template <class T, class F>
+void for_each_chunk_room(const WinogradConv& s, const Plan& p, F&& body) {
+  const int64_t cap = p.images * p.tiles;
+  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per thread
+  const int team = team_for_chunks(s, p);
+  Tensor scratch({team, room}, dtype_of<T>());
+  for_each_chunk(p, team, [&](int64_t chunk, int slot) {
+    ChunkRoom<T> r{chunk, p.first(chunk), p.count(chunk, s.N), 0, 0, 0, nullptr, nullptr};
+    r.Tc = r.images * p.tiles;
+    r.vs = spaced<T>(p.Cg * r.Tc), r.ms = spaced<T>(p.Cout_g * r.Tc);
+    r.V = scratch.data<T>() + slot * room;
+    r.M = r.V + kXi * r.vs;
+    body(r);
+  });
+}
+
 // U (G, 16, C_out / G, C / G) = G w G^T of every kernel.
 template <class T>
 Tensor transform_kernels(const WinogradConv& s, const Plan& p, const T* w) {
@@ -335,23 +361,16 @@ template <class T>
 void winograd_forward(const WinogradConv& s, const T* x, const T* w, const T* b, T* y) {
   const Plan p(s);
   const Tensor U = transform_kernels<T>(s, p, w);
-  const int64_t cap = p.images * p.tiles, planes_in = s.g.H * s.g.W, planes_out = p.Ho * p.Wo;
-  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per slot
-  const int team = team_for_chunks(s, p);
-  Tensor scratch({team, room}, dtype_of<T>());
-  for_each_chunk(p, team, [&](int64_t chunk, int slot) {
-    const int64_t n0 = p.first(chunk), images = p.count(chunk, s.N), Tc = images * p.tiles;
-    const int64_t vs = spaced<T>(p.Cg * Tc), ms = spaced<T>(p.Cout_g * Tc);
-    T* V = scratch.data<T>() + slot * room;
-    T* M = V + kXi * vs;
+  for_each_chunk_room<T>(s, p, [&](const ChunkRoom<T>& r) {
+    T *V = r.V, *M = r.M;  // V, then M in the second room
     for (int64_t gi = 0; gi < s.G; ++gi) {
-      transform_input(s, p, x + (n0 * s.C + gi * p.Cg) * planes_in, images, V);
+      transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
       const T* u = U.data<T>() + gi * kXi * p.Cout_g * p.Cg;
       for (int xi = 0; xi < kXi; ++xi)
-        gemm<T>(view(u + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg), view(V + xi * vs, p.Cg, Tc),
-                view(M + xi * ms, p.Cout_g, Tc));
-      transform_output(s, p, M, images, b ? b + gi * p.Cout_g : nullptr,
-                       y + (n0 * s.C_out + gi * p.Cout_g) * planes_out);
+        gemm<T>(view(u + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg), view(V + xi * r.vs, p.Cg, r.Tc),
+                view(M + xi * r.ms, p.Cout_g, r.Tc));
+      transform_output(s, p, M, r.images, b ? b + gi * p.Cout_g : nullptr,
+                       y + (r.n0 * s.C_out + gi * p.Cout_g) * p.Ho * p.Wo);
     }
   });
 }
@@ -361,34 +380,27 @@ void winograd_backward(const WinogradConv& s, const T* x, const T* w, const T* d
   if (!dx && !dw) return;
   const Plan p(s);
   const Tensor U = transform_kernels<T>(s, p, w);
-  const int64_t cap = p.images * p.tiles, planes_in = s.g.H * s.g.W, planes_out = p.Ho * p.Wo;
-  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per slot
-  const int team = team_for_chunks(s, p);
   const int64_t per_chunk_dU = s.G * kXi * p.Cout_g * p.Cg;
-  // Per slot: V (or dV) and dM; per chunk: its dU, summed in chunk order at the end.
-  Tensor scratch({team, room}, dtype_of<T>());
-  Tensor dU;
+  Tensor dU;  // per chunk: its dU, summed in chunk order at the end
   if (dw) dU = Tensor({p.chunks, per_chunk_dU}, dtype_of<T>());
-  for_each_chunk(p, team, [&](int64_t chunk, int slot) {
-    const int64_t n0 = p.first(chunk), images = p.count(chunk, s.N), Tc = images * p.tiles;
-    const int64_t vs = spaced<T>(p.Cg * Tc), ms = spaced<T>(p.Cout_g * Tc);
-    T* V = scratch.data<T>() + slot * room;
-    T* dM = V + kXi * vs;
+  for_each_chunk_room<T>(s, p, [&](const ChunkRoom<T>& r) {
+    T *V = r.V, *dM = r.M;  // V (then dV), dM in the second room
     for (int64_t gi = 0; gi < s.G; ++gi) {
-      transform_output_grad(s, p, dy + (n0 * s.C_out + gi * p.Cout_g) * planes_out, images, dM);
+      transform_output_grad(s, p, dy + (r.n0 * s.C_out + gi * p.Cout_g) * p.Ho * p.Wo, r.images, dM);
+      T* dx_g = dx ? dx + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W : nullptr;
       if (dw) {  // dU[xi] = dM[xi] V[xi]^T
-        transform_input(s, p, x + (n0 * s.C + gi * p.Cg) * planes_in, images, V);
-        T* du = dU.data<T>() + chunk * per_chunk_dU + gi * kXi * p.Cout_g * p.Cg;
+        transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
+        T* du = dU.data<T>() + r.chunk * per_chunk_dU + gi * kXi * p.Cout_g * p.Cg;
         for (int xi = 0; xi < kXi; ++xi)
-          gemm<T>(view(dM + xi * ms, p.Cout_g, Tc),
-                  view(V + xi * vs, p.Cg, Tc).t(), view(du + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg));
+          gemm<T>(view(dM + xi * r.ms, p.Cout_g, r.Tc), view(V + xi * r.vs, p.Cg, r.Tc).t(),
+                  view(du + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg));
       }
       if (dx) {  // dV[xi] = U[xi]^T dM[xi], into V's room
         const T* u = U.data<T>() + gi * kXi * p.Cout_g * p.Cg;
         for (int xi = 0; xi < kXi; ++xi)
           gemm<T>(view(u + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg).t(),
-                  view(dM + xi * ms, p.Cout_g, Tc), view(V + xi * vs, p.Cg, Tc));
-        transform_input_grad(s, p, V, images, dx + (n0 * s.C + gi * p.Cg) * planes_in);
+                  view(dM + xi * r.ms, p.Cout_g, r.Tc), view(V + xi * r.vs, p.Cg, r.Tc));
+        transform_input_grad(s, p, V, r.images, dx_g);
       }
     }
   });
