@@ -8,6 +8,8 @@
     torch_side.py hvp_gpt float|double THREADS MIN_TIME
     torch_side.py conv2d N C_in C_out H float|double Fwd|FwdBwd THREADS MIN_TIME
     torch_side.py cnn_epoch DIR LIMIT THREADS
+    torch_side.py cnn_recipe DIR EPOCHS THREADS   (not timed: the accuracy of ./build.sh fashion's
+                                                   recipe in PyTorch, for the README)
     torch_side.py conv_backend THREADS
 
 A fresh process per measurement, so the allocator (chosen by compare_pytorch.py through the
@@ -277,50 +279,97 @@ def image_folder(folder):
     return (tensor(train), labels("train")), (tensor(test), labels("t10k"))
 
 
-def cnn_epoch(folder, limit, threads):
-    """One training epoch of pytorch/examples' MNIST Net (tests/torch_image_models.py) as
-    `tapegrad train --images DIR --arch cnn --epochs 1` runs it: the first `limit` training images
-    (all when 0) in a shuffled order, batches of 64 (the last one smaller), cross-entropy,
+def net_and_adamw(threads):
+    """pytorch/examples' MNIST Net (tests/torch_image_models.py) in train mode and
     torch.optim.AdamW (lr 1e-3, weight decay 0.01 on the rank >= 2 parameters as tapegrad's;
-    torch 1.13's CPU default, the single-tensor loop), dropout on; then the test set under
-    no_grad in eval mode. "seconds" is the epoch's updates alone (from the first batch to the last
-    step; reading the files and the test set are outside it), "eval_seconds" the test set's."""
+    torch 1.13's CPU default, the single-tensor loop), seeded."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     r = CNN_RECIPE
-    (x, y), (x_test, y_test) = image_folder(folder)
-    n = limit or len(x)
     model = tests_module("torch_image_models").Net()
     model.train()
     params = list(model.parameters())
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": r["weight_decay"]},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=r["lr"])
-    start, cpu = time.perf_counter(), time.process_time()
+    return model, torch.optim.AdamW(groups, lr=r["lr"])
+
+
+def train_epoch(model, opt, x, y, n, rate=None):
+    """One epoch over the first n images in a shuffled order, batches of 64 (the last one
+    smaller), cross-entropy, dropout on; rate(), when given, sets the rate before each update."""
+    model.train()
     order = torch.randperm(n)
-    for i in range(0, n, r["batch"]):
-        batch = order[i:i + r["batch"]]
+    for i in range(0, n, CNN_RECIPE["batch"]):
+        if rate:
+            for g in opt.param_groups:
+                g["lr"] = rate()
+        batch = order[i:i + CNN_RECIPE["batch"]]
         loss = F.cross_entropy(model(x[batch]), y[batch])
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 
-    start = time.perf_counter()
+
+def score(model, x_test, y_test):
+    """The test set under no_grad in eval mode, in the fewest equal batches of at most 256 as
+    tapegrad scores it: (accuracy, mean loss)."""
     model.eval()
-    size = len(x_test) // -(-len(x_test) // r["eval_batch"])  # the fewest equal batches
+    size = len(x_test) // -(-len(x_test) // CNN_RECIPE["eval_batch"])
     correct, test_loss = 0, 0.0
     with torch.no_grad():
         for i in range(0, len(x_test) - size + 1, size):
             logits = model(x_test[i:i + size])
             test_loss += F.cross_entropy(logits, y_test[i:i + size], reduction="sum").item()
             correct += (logits.argmax(1) == y_test[i:i + size]).sum().item()
-    eval_seconds = time.perf_counter() - start
     scored = size * (len(x_test) // size)
+    return correct / scored, test_loss / scored
+
+
+def cnn_epoch(folder, limit, threads):
+    """One training epoch of Net as `tapegrad train --images DIR --arch cnn --epochs 1` runs it
+    (the first `limit` training images, all when 0), then the test set. "seconds" is the epoch's
+    updates alone (from the first batch to the last step; reading the files and the test set are
+    outside it), "eval_seconds" the test set's."""
+    model, opt = net_and_adamw(threads)
+    (x, y), (x_test, y_test) = image_folder(folder)
+    n = limit or len(x)
+    start, cpu = time.perf_counter(), time.process_time()
+    train_epoch(model, opt, x, y, n)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    start = time.perf_counter()
+    accuracy, test_loss = score(model, x_test, y_test)
+    eval_seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "cores": cpu / seconds,
-                      "eval_seconds": eval_seconds, "accuracy": correct / scored,
-                      "test_loss": test_loss / scored, "images": n,
+                      "eval_seconds": eval_seconds, "accuracy": accuracy,
+                      "test_loss": test_loss, "images": n,
                       "threads": torch.get_num_threads()}))
+
+
+def cnn_recipe(folder, epochs, threads):
+    """The image recipe of ./build.sh fashion (`tapegrad train --images DIR --epochs E --lr-min
+    0`): Net with AdamW over E epochs of all the training images, the rate decayed from 1e-3 to 0
+    by the cosine schedule over the updates (DESIGN's get_lr with warmup 0: the last update at
+    0); the test set scored after every epoch. Prints the test accuracy and loss of each."""
+    model, opt = net_and_adamw(threads)
+    (x, y), (x_test, y_test) = image_folder(folder)
+    steps = epochs * -(-len(x) // CNN_RECIPE["batch"])
+    it = 0
+
+    def rate():
+        nonlocal it
+        lr = 0.5 * (1 + math.cos(math.pi * it / (steps - 1))) * CNN_RECIPE["lr"]
+        it += 1
+        return lr
+
+    accuracy, loss = [], []
+    start = time.perf_counter()
+    for _ in range(epochs):
+        train_epoch(model, opt, x, y, len(x), rate)
+        a, l = score(model, x_test, y_test)
+        accuracy.append(a)
+        loss.append(l)
+    print(json.dumps({"test_accuracy": accuracy, "test_loss": loss,
+                      "seconds": time.perf_counter() - start, "threads": torch.get_num_threads()}))
 
 
 def conv_backend(threads):
@@ -350,6 +399,7 @@ MEASUREMENTS = {
     "hvp_gpt": (hvp_gpt, [str, int, float]),
     "conv2d": (conv2d, [int, int, int, int, str, str, int, float]),
     "cnn_epoch": (cnn_epoch, [str, int, int]),
+    "cnn_recipe": (cnn_recipe, [str, int, int]),
     "conv_backend": (conv_backend, [int]),
 }
 
