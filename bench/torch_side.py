@@ -301,8 +301,9 @@ def train_epoch(model, opt, x, y, n, rate=None):
     order = torch.randperm(n)
     for i in range(0, n, CNN_RECIPE["batch"]):
         if rate:
+            lr = rate()
             for g in opt.param_groups:
-                g["lr"] = rate()
+                g["lr"] = lr
         batch = order[i:i + CNN_RECIPE["batch"]]
         loss = F.cross_entropy(model(x[batch]), y[batch])
         loss.backward()

@@ -41,7 +41,8 @@ constexpr int kXi = 16;                   // entries of the transformed domain (
 
 // The distance between the 16 matrices of a transformed buffer of n entries each: n rounded up to
 // 4 KiB and one cache line more. A tile's 16 entries go to the 16 matrices, and at a distance of
-// a multiple of 4 KiB they would all fall into one set of the L1 cache (3x slower backward here).
+// a multiple of 4 KiB they would all fall into one set of the L1 cache (conv2 of the MNIST Net
+// took 1.3-1.6x as long forward and backward here).
 template <class T>
 int64_t spaced(int64_t n) {
   const int64_t page = 4096 / sizeof(T), line = 64 / sizeof(T);
