@@ -1,7 +1,8 @@
 #pragma once
 // The list of ops: one row per op, read by everything that needs every op (the registry test
-// checks each has cases, the random-graph test composes them, the benchmarks time them, `tapegrad
-// check` reports them). Adding an op means: its file pair, a row here, its registry rows.
+// checks each has cases, the PyTorch agreement test runs each, the random-graph test composes
+// them, the benchmarks time them, `tapegrad check` reports them). Adding an op means: its file
+// pair, a row here, its registry rows, its PyTorch form in tests/op_list_reference.py.
 
 #include <functional>
 #include <vector>
@@ -32,9 +33,16 @@ struct OpInfo {
   /// The op on float inputs: of any shapes for unary and binary ops, of sample_shapes otherwise
   /// (index inputs, masks and options are fixed inside).
   std::function<Tensor(const std::vector<Tensor>&)> call;
+  /// Null for an op the PyTorch agreement test (tests/op_list_torch_test.cpp) compares with
+  /// PyTorch; for an op without a PyTorch counterpart to compare with, what checks it instead.
+  const char* reference = nullptr;
 };
 
-/// Every op, in alphabetical order.
+/// Every op, in alphabetical order, at the benchmarks' sizes.
 const std::vector<OpInfo>& op_list();
+
+/// The same rows at small sizes of the same form (a few entries per axis), for the tests that
+/// run every op.
+const std::vector<OpInfo>& op_list_small();
 
 }  // namespace tg

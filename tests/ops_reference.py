@@ -223,7 +223,16 @@ def multi_op(op, kw, d, xs):
     return r
 
 
-def run_multi(op, kw, d):
+def dense(g, x):
+    """A gradient as a numpy array; zeros for None and for the "efficient zero" tensors some
+    backward formulas return (abs's sgn), whose .numpy() reads memory they do not own."""
+    if g is None or g._is_zerotensor():
+        g = torch.zeros_like(x)
+    return np.array(g.detach().numpy(), order="C")
+
+
+def run_multi(op, kw, d, multi_op=multi_op):
+    """One case of the runner: multi_op(op, kw, d, xs) gives (y, indices or None)."""
     n = int(kw["inputs"])
     load = lambda name: torch.from_numpy(np.load(os.path.join(d, name)))
     xs = [load("in%d.npy" % k).requires_grad_() for k in range(n)]
@@ -241,9 +250,8 @@ def run_multi(op, kw, d):
     if idx is not None:
         np.save(os.path.join(d, "idx.npy"), np.array(idx.numpy(), order="C"))
     for k in range(n):
-        np.save(os.path.join(d, "d%d.npy" % k), np.array(grads[k].detach().numpy(), order="C"))
-        dd = second[k] if second[k] is not None else torch.zeros_like(xs[k])
-        np.save(os.path.join(d, "dd%d.npy" % k), np.array(dd.detach().numpy(), order="C"))
+        np.save(os.path.join(d, "d%d.npy" % k), dense(grads[k], xs[k]))
+        np.save(os.path.join(d, "dd%d.npy" % k), dense(second[k], xs[k]))
 
 
 def main():

@@ -131,13 +131,17 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
   const std::string command = kPython + " " + script + " --dir " + tmp.path().string() + " > " +
                               tmp.file("log") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command << "\n" << slurp(tmp / "log");
+  std::string agreement;  // "op,forward,gradient,second,forward32" a case
   for (std::size_t i = 0; i < all.size(); ++i) {
     SCOPED_TRACE(all[i].spec + " (case " + std::to_string(i) + ")");
     const fs::path d = tmp / std::to_string(i);
     const Result& r = res[i];
-    EXPECT_LE(max_rel_diff(r.y, read_npy((d / "y.npy").string())), 1e-12);
+    const double forward = max_rel_diff(r.y, read_npy((d / "y.npy").string()));
+    EXPECT_LE(forward, 1e-12);
     ASSERT_EQ(r.y32.dtype(), Dtype::f32);
-    EXPECT_LE(max_rel_diff(r.y32.to(Dtype::f64), read_npy((d / "y32.npy").string())), 1e-5);
+    const double forward32 = max_rel_diff(r.y32.to(Dtype::f64), read_npy((d / "y32.npy").string()));
+    EXPECT_LE(forward32, 1e-5);
+    double gradient = 0, second = 0;
     if (r.idx.defined()) {
       const Tensor want = read_npy((d / "idx.npy").string(), NpyAccept::floats_and_ints);
       EXPECT_EQ(r.idx.dtype(), Dtype::i64);
@@ -147,12 +151,31 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
     for (std::size_t k = 0; k < r.d.size(); ++k) {
       SCOPED_TRACE("input " + std::to_string(k));
       const Tensor want_d = read_npy((d / numbered("d", k)).string());
-      EXPECT_LE(max_rel_diff(r.d[k], want_d), 1e-12) << "the formula's gradient";
-      EXPECT_LE(max_rel_diff(r.d_kernel[k], want_d), 1e-12) << "the kernel's gradient";
+      const double formula = max_rel_diff(r.d[k], want_d);
+      const double kernel = max_rel_diff(r.d_kernel[k], want_d);
+      EXPECT_LE(formula, 1e-12) << "the formula's gradient";
+      EXPECT_LE(kernel, 1e-12) << "the kernel's gradient";
       const Tensor want = read_npy((d / numbered("dd", k)).string());
       const Tensor got = r.dd.empty() ? zeros(want.shape(), Dtype::f64) : r.dd[k];
-      EXPECT_LE(max_rel_diff(got, want), 1e-12);
+      const double dd = max_rel_diff(got, want);
+      EXPECT_LE(dd, 1e-12);
+      gradient = std::max({gradient, formula, kernel});
+      second = std::max(second, dd);
     }
+    char row[160];
+    std::snprintf(row, sizeof row, "%s,%.3g,%.3g,%.3g,%.3g\n",
+                  all[i].spec.substr(0, all[i].spec.find(' ')).c_str(), forward, gradient, second,
+                  forward32);
+    if (forward <= 1e-12 && forward32 <= 1e-5 && gradient <= 1e-12 && second <= 1e-12)
+      agreement += row;  // (a negative control's cases, which must disagree, are left out)
+  }
+  // TAPEGRAD_AGREEMENT_CSV names a file the differences are appended to, for the agreement
+  // table of docs/TESTING.md (tests/agreement_table.py).
+  if (const char* path = std::getenv("TAPEGRAD_AGREEMENT_CSV"); path != nullptr && *path) {
+    std::FILE* f = std::fopen(path, "a");
+    ASSERT_NE(f, nullptr) << path;
+    std::fputs(agreement.c_str(), f);
+    std::fclose(f);
   }
 }
 
