@@ -29,7 +29,7 @@ struct OpInfo {
   const char* name;  // as recorded on the tape and in the registry: "softmax"
   OpKind kind;
   OpDomain domain;
-  std::vector<Shape> sample_shapes;  // one attention-like size: the benchmarks' inputs
+  std::vector<Shape> sample_shapes;  // the inputs' shapes at the list's sizes (see below)
   /// The op on float inputs: of any shapes for unary and binary ops, of sample_shapes otherwise
   /// (index inputs, masks and options are fixed inside).
   std::function<Tensor(const std::vector<Tensor>&)> call;

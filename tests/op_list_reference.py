@@ -1,18 +1,16 @@
 """PyTorch's side of tests/op_list_torch_test.cpp: every op of ops/op_list.cpp in PyTorch, as the
 op list's row calls it (its fixed options, index inputs, masks and tables made here by the same
 rules). cases.txt and the case folders are those of the runner in tests/ops_torch_util.h; the
-cases are the rows at op_list_small()'s sizes, so the sizes come from the inputs (and, for
-broadcast_to, expand and embedding, whose rows fix a shape of their own, from the output's: the
-shape of w.npy). An op PyTorch
-1.13 has no function for (add_mask, rope, rotary, rms_norm, sum_to, the fused attentions) is
-written from torch ops by its definition in ops/.
+cases are the rows at op_list_small()'s sizes: most sizes come from the inputs, and the shapes
+broadcast_to, expand and embedding fix from SMALL below. An op PyTorch 1.13 has no function for
+(add_mask, rope, rotary, rms_norm, the fused attentions) is written from torch ops by its
+definition in ops/.
 """
 
 import argparse
 import math
 import os
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -92,8 +90,9 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-# The shape of the case's output (its w.npy), for the rows that fix a shape of their own.
-OUT = ()
+# The sizes of op_list_small() (kSmall in ops/op_list.cpp) that no input of a row shows: the
+# leading B H of broadcast_to's and expand's output, d of expand's, and embedding's (B, T) tokens.
+SMALL = {"bh": 2, "d": 8, "b": 2, "bt": 4}
 
 # The rows of ops/op_list.cpp, by name: each a function of the row's float inputs.
 OPS = {
@@ -108,7 +107,7 @@ OPS = {
     "batch_norm": lambda x: batch_norm(*x),
     "binary_cross_entropy_with_logits":
         lambda x: F.binary_cross_entropy_with_logits(x[0], torch.sigmoid(x[1])),
-    "broadcast_to": lambda x: torch.broadcast_to(x[0], OUT),
+    "broadcast_to": lambda x: torch.broadcast_to(x[0], (SMALL["bh"], *x[0].shape)),
     "cat": lambda x: torch.cat((x[0], x[1]), -1),
     "causal_attention": lambda x: attention(x[0], x[1], x[2], 0.125),
     "causal_attention_heads":
@@ -122,10 +121,10 @@ OPS = {
     "cross_entropy": lambda x: F.cross_entropy(x[0], cycled(x[0].shape[:1], x[0].shape[-1])),
     "cross_entropy_options": lambda x: cross_entropy_options(x[0]),
     "div": lambda x: x[0] / x[1],
-    "embedding": lambda x: F.embedding(cycled(OUT[:-1], x[0].shape[0]), x[0]),
+    "embedding": lambda x: F.embedding(cycled((SMALL["b"], SMALL["bt"]), x[0].shape[0]), x[0]),
     "erf": lambda x: torch.erf(x[0]),
     "exp": lambda x: torch.exp(x[0]),
-    "expand": lambda x: x[0].expand(OUT[0], -1, OUT[2]),
+    "expand": lambda x: x[0].expand(SMALL["bh"], -1, SMALL["d"]),
     "flatten": lambda x: torch.flatten(x[0], 1),
     "gather": lambda x: torch.gather(x[0], -1, cycled((*x[0].shape[:-1], x[0].shape[-1] // 2),
                                                       x[0].shape[-1])),
@@ -178,7 +177,7 @@ OPS = {
     "sum": lambda x: x[0].sum(-1, keepdim=True),
     "sum_dims": lambda x: x[0].sum((0, 1)),
     "sum_of_squares": lambda x: (x[0] * x[0]).sum(),
-    "sum_to": lambda x: x[0].sum(0),
+    "sum_to": lambda x: x[0].sum_to_size(x[0].shape[1:]),
     "tanh": lambda x: torch.tanh(x[0]),
     "transpose": lambda x: x[0].transpose(-2, -1),
     "transpose_dims": lambda x: x[0].transpose(1, 2),
@@ -196,8 +195,6 @@ def main():
     def multi_op(op, kw, d, xs):
         if op not in OPS:
             raise SystemExit("op_list_reference.py: no PyTorch form for the op '%s'" % op)
-        global OUT
-        OUT = tuple(np.load(os.path.join(d, "w.npy"), mmap_mode="r").shape)
         return OPS[op](xs), None
 
     with open(os.path.join(a.dir, "cases.txt")) as f:

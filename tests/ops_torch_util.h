@@ -131,7 +131,7 @@ inline void run_multi_cases(const std::vector<MultiCase>& all, uint64_t seed, co
   const std::string command = kPython + " " + script + " --dir " + tmp.path().string() + " > " +
                               tmp.file("log") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command << "\n" << slurp(tmp / "log");
-  std::string agreement;  // "op,forward,gradient,second,forward32" a case
+  std::string agreement;  // one line a case: "op,forward,gradient,second,forward32"
   for (std::size_t i = 0; i < all.size(); ++i) {
     SCOPED_TRACE(all[i].spec + " (case " + std::to_string(i) + ")");
     const fs::path d = tmp / std::to_string(i);
