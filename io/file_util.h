@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the io/ readers and writers: whole-file reads, atomic writes, and file text
-// made fit for a one-line error message. Internal to io/; not part of tapegrad's API.
+// made fit for a one-line error message. Internal to the library (io/, and the loaders of nn/,
+// optim/ and data/ that name a file's entries); not part of tapegrad's API.
 
 #include <cstddef>
 #include <string>

@@ -6,6 +6,7 @@
 
 #include <tapegrad/autograd/error.h>
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/io/file_util.h>
 
 namespace tg::nn {
 
@@ -145,9 +146,12 @@ void check_fits(const char* who, const std::string& name, const Tensor& value,
 void Module::load_state_dict(const NamedTensors& state) {
   const NamedTensors params = state_dict();
   std::map<std::string, const Tensor*> given;
+  // The names given may come from a file: shown printable (control bytes as \xNN), so a
+  // message stays one line.
   for (const auto& [name, t] : state) {
     if (!given.emplace(name, &t).second)
-      throw ValueError("load_state_dict: entry '" + name + "' appears twice");
+      throw ValueError("load_state_dict: entry '" + tg::detail::printable(name, 200) +
+                       "' appears twice");
   }
   // Every check before the first copy, so a failed load leaves the model as it was.
   for (const auto& [name, p] : params) {
@@ -159,7 +163,9 @@ void Module::load_state_dict(const NamedTensors& state) {
     for (const auto& [name, t] : state) {
       const bool known =
           std::any_of(params.begin(), params.end(), [&](const auto& e) { return e.first == name; });
-      if (!known) throw ValueError("load_state_dict: unexpected entry '" + name + "'");
+      if (!known)
+        throw ValueError("load_state_dict: unexpected entry '" + tg::detail::printable(name, 200) +
+                         "'");
     }
   }
   NoGradGuard no_grad;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/io/file_util.h>
 
 namespace tg::optim {
 
@@ -91,8 +92,11 @@ NamedTensors Optimizer::state_dict() const {
 void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, const Tensor*> given;
   for (const auto& [ename, t] : state) {
-    if (!given.emplace(ename, &t).second) fail("state entry '" + ename + "' is given twice");
-    if (!t.defined()) fail("state entry '" + ename + "' is undefined");
+    // Names from a file are shown printable (control bytes as \xNN), so a message stays one line.
+    if (!given.emplace(ename, &t).second)
+      fail("state entry '" + tg::detail::printable(ename, 200) + "' is given twice");
+    if (!t.defined())
+      fail("state entry '" + tg::detail::printable(ename, 200) + "' is undefined");
   }
   auto take = [&](const std::string& ename) -> const Tensor& {
     const auto it = given.find(ename);
@@ -125,7 +129,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   for (const auto& [ename, t] : state)  // the first leftover, in the caller's order
-    if (given.count(ename)) fail("unexpected state entry '" + ename + "'");
+    if (given.count(ename))
+      fail("unexpected state entry '" + tg::detail::printable(ename, 200) + "'");
 
   step_ = static_cast<int64_t>(count);
   buffers_ = std::move(buffers);

@@ -167,6 +167,9 @@ TEST(Module, LoadStateDictIsStrict) {
   s = good;
   s.emplace_back("lm_head.weight", good[0].second);
   rows.push_back({"unexpected", s, "unexpected entry 'lm_head.weight'"});
+  s = good;  // a name from a file with a control byte (the fuzzer's find): shown as \x7f
+  s.emplace_back("lm_head.\x7f" "eight", good[0].second);
+  rows.push_back({"unprintable", s, "unexpected entry 'lm_head.\\x7feight'"});
   s = good;
   s[1].second = zeros({3, 4}, Dtype::f64);
   rows.push_back({"misshapen", s, "'transformer.wpe.weight' is (3, 4) float64"});

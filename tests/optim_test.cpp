@@ -126,6 +126,8 @@ TEST(OptimState, LoadRejectsBadStateAndKeepsItsOwn) {
        {"'optim.m.h.0.w'", "missing"}},
       {"unexpected entry", [](NamedTensors& s) { s.emplace_back("optim.m.lm_head", zeros({2})); },
        {"unexpected", "'optim.m.lm_head'"}},
+      {"unprintable name", [](NamedTensors& s) { s.emplace_back("optim.m.\n\x01", zeros({2})); },
+       {"unexpected", "'optim.m.\\x0a\\x01'"}},
       {"SGD's state", [](NamedTensors& s) { s.emplace_back("optim.momentum.h.0.b", zeros({3})); },
        {"unexpected", "'optim.momentum.h.0.b'"}},
       {"misshapen", [](NamedTensors& s) { entry(s, "optim.v.h.0.b") = zeros({4}); },
