@@ -48,6 +48,11 @@ at each thread count of --threads, under the same rules:
   1, with bias; forward, and forward+backward giving X, W and b their gradients from a fixed
   random grad_output (BM_Conv2d_MNIST_Fwd / _FwdBwd of bench/ops_bench.cpp against F.conv2d and
   torch.autograd.grad). Target: each at most 0.8x PyTorch's time at one thread.
+- conv2d forward+backward's working memory at those shapes, float, one thread: each side's peak
+  RSS (wait4) running the measurement once, less the same process's peak without it (the
+  benchmark binary running no benchmark; torch_side.py's imports alone), so both count the
+  inputs, the output, grad_output and the gradients with what the convolution works in. Target:
+  tapegrad's at most PyTorch's.
 - One training epoch on Fashion-MNIST (--images): `tapegrad train --images DIR --arch cnn --epochs
   1` (its defaults: AdamW lr 1e-3, weight decay 0.01, batch 64, dropout on, shuffled) against
   torch_side.py's cnn_epoch (the same IDX files read with gzip and numpy, normalised as tapegrad
@@ -66,6 +71,11 @@ at each thread count of --threads, under the same rules:
   steps included. Test accuracy is each side's. --cnn-limit N trains on the first N images only
   (both sides) for a short run; the targets (at most 0.6x PyTorch's time at one thread, 0.5x at
   two) are checked on a whole epoch only.
+--lstm compares a one-layer LSTM (B 32, T 64, 256 -> 256), float, forward+backward: tapegrad's
+nn::LSTM (BM_LSTM_FwdBwd of bench/rnn_bench.cpp) against torch.nn.LSTM, each giving the input and
+every parameter its gradient of sum(output * w) with fixed random w, at each thread count of
+--threads. Target: at most 0.8x PyTorch's time at one thread.
+
 The header says which convolution PyTorch runs: one forward and backward of Net under
 ONEDNN_VERBOSE=1 (torch 1.13's oneDNN 2.6 then prints a line per primitive it runs; it honours
 DNNL_VERBOSE too), with the ATen convolution ops the autograd profiler saw and whether
@@ -77,6 +87,7 @@ aten::_slow_conv2d_forward, aten::thnn_conv2d" (THNN's im2col and GEMM).
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
            [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy] [--functional]
+           [--lstm]
            [--cnn [--cnn-limit N] [--tapegrad build/release/tools/tapegrad]
                   [--images /usr/share/datasets/fashion-mnist]]
 """
@@ -102,6 +113,8 @@ FUNCTIONAL = {  # torch_side.py's measurement: (tapegrad's benchmark, what it is
 }
 CONV_CASES = [(64, 1, 32, 28), (64, 32, 64, 26)]  # (N, C_in, C_out, H): Net's conv1 and conv2
 CONV_NAME = "BM_Conv2d_MNIST_{}<float>/N:{}/C_in:{}/C_out:{}/H:{}"
+LSTM_CASE = (32, 64, 256, 256)  # (B, T, I, H)
+LSTM_NAME = "BM_LSTM_FwdBwd<float>/B:{}/T:{}/I:{}/H:{}"
 CNN_BOUNDS = {1: 0.6, 2: 0.5}  # threads: an epoch's time over PyTorch's, at most
 TRAIN_IMAGES, BATCH = 60000, 64
 TORCH_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_side.py")
@@ -485,6 +498,57 @@ def compare_conv2d(a, threads, allocators, targets):
                               "time (<= 0.8x)")
 
 
+def compare_lstm(a, threads, allocators, targets):
+    """The LSTM's forward+backward, float; at one thread against its bound of 0.8x PyTorch's."""
+    print(f"\nA one-layer LSTM, (B, T, I, H) = {LSTM_CASE}, float, forward+backward, {threads} "
+          "thread(s)" + (", beside a busy process" if a.busy else "") + "\n")
+    print("| tapegrad | PyTorch | PyTorch / tapegrad | tapegrad GFLOP/s | PyTorch's allocator "
+          "| PyTorch CPU/wall |")
+    print("|---|---|---|---|---|---|")
+    tgs, pts = [], []
+    for _ in range(a.repeat):
+        tgs.append(run_tapegrad(a.bench, LSTM_NAME.format(*LSTM_CASE), threads, a.min_time))
+        pts.append(best_torch(["lstm", *LSTM_CASE, "float", threads, a.min_time], allocators,
+                              threads))
+    tg = min(tgs, key=lambda r: r["seconds"])
+    pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
+    t, pt = tg["seconds"], pt_run["seconds"]
+    B, T, I, H = LSTM_CASE
+    flops = 3 * T * 2 * B * (I + H) * 4 * H  # bench/flops.h's lstm_fwdbwd_flops: the GEMMs
+    print(f"| {fmt_time(t)} | {fmt_time(pt)} | {pt / t:.2f}x | {flops / t / 1e9:.1f} | {alloc} "
+          f"| {pt_run['cores']:.2f} |", flush=True)
+    if threads == 1:
+        targets.check(t <= 0.8 * pt, f"1T LSTM fwd+bwd: {t / pt:.2f}x PyTorch's time (<= 0.8x)")
+
+
+def conv2d_memory(a, allocators, targets):
+    """The working memory of conv2d forward+backward at Net's two shapes, float, one thread: each
+    side's peak RSS running the measurement once less the same process's peak without it (the
+    benchmark binary with no benchmark; torch_side.py's imports alone), against the bound of
+    PyTorch's (its allocator the smaller of the allocators)."""
+    print("\nconv2d forward+backward's working memory (peak RSS less the process's own), float, "
+          "1 thread\n")
+    print("| case (N, C_in, C_out, H) | tapegrad | PyTorch | tapegrad / PyTorch | PyTorch's "
+          "allocator |")
+    print("|---|---|---|---|---|")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    tg_base = peak_rss_mb([a.bench, "--benchmark_filter=^no benchmark$"], env)
+    for case in CONV_CASES:
+        tg = peak_rss_mb([a.bench, f"--benchmark_filter=^{CONV_NAME.format('FwdBwd', *case)}$",
+                          "--benchmark_min_time=0"], env) - tg_base
+        pt = {}
+        for alloc in allocators:
+            penv = torch_env(alloc, 1)
+            base = peak_rss_mb([sys.executable, TORCH_SIDE, "bare", "1"], penv)
+            pt[alloc] = peak_rss_mb([sys.executable, TORCH_SIDE, "conv2d", *map(str, case),
+                                     "float", "FwdBwd", "1", "0"], penv) - base
+        best = min(pt, key=pt.get)
+        print(f"| {case} | {tg:.1f} MiB | {pt[best]:.1f} MiB | {tg / pt[best]:.2f}x | {best} |",
+              flush=True)
+        targets.check(tg <= pt[best], f"conv2d {case} float fwd+bwd working memory: tapegrad "
+                      f"{tg:.1f} MiB, PyTorch {pt[best]:.1f} MiB (tapegrad <= PyTorch)")
+
+
 def run_tapegrad_epoch(a, threads):
     """One epoch of `tapegrad train --images --arch cnn`: its training seconds (metrics.csv's
     elapsed_s on the epoch's last row), its test set's seconds (from when its progress lines
@@ -577,6 +641,8 @@ def main():
     ap.add_argument("--cnn-limit", type=int, default=0,
                     help="train --cnn's epoch on the first N images only (0: all; targets then "
                          "unchecked)")
+    ap.add_argument("--lstm", action="store_true",
+                    help="also a one-layer LSTM (B 32, T 64, 256 -> 256) forward+backward")
     ap.add_argument("--tapegrad", default="build/release/tools/tapegrad",
                     help="the tapegrad binary that trains --cnn's epoch")
     ap.add_argument("--images", default="/usr/share/datasets/fashion-mnist",
@@ -619,7 +685,11 @@ def main():
         if a.cnn:
             for threads in threads_list:
                 compare_conv2d(a, threads, allocators, targets)
+            conv2d_memory(a, allocators, targets)
             compare_cnn_epoch(a, threads_list, allocators, targets)
+        if a.lstm:
+            for threads in threads_list:
+                compare_lstm(a, threads, allocators, targets)
         if a.busy:
             busy_targets(a, results, targets)
         for threads in threads_list:

@@ -85,5 +85,9 @@ inline double llama_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64
 inline double lstm_fwdbwd_flops(int64_t B, int64_t T, int64_t I, int64_t H) {
   return 3 * double(T) * (matmul_flops(B, I, 4 * H) + matmul_flops(B, H, 4 * H));
 }
+/// The same for a GRU layer (3 gates).
+inline double gru_fwdbwd_flops(int64_t B, int64_t T, int64_t I, int64_t H) {
+  return 3 * double(T) * (matmul_flops(B, I, 3 * H) + matmul_flops(B, H, 3 * H));
+}
 
 }  // namespace tg::bench

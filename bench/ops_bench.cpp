@@ -20,9 +20,7 @@ void run_op(benchmark::State& st, const tg::OpInfo& info, bool backward, double 
   tg::Rng rng(0);
   std::vector<tg::Tensor> in;
   for (const auto& s : info.sample_shapes) {
-    tg::Tensor x = tg::randn(s, rng, tg::dtype_of<T>());
-    if (info.domain == tg::OpDomain::positive) x = tg::add(tg::mul(x, x), 0.5);
-    in.push_back(x);
+    in.push_back(tg::in_domain(info, tg::randn(s, rng, tg::dtype_of<T>())));
   }
   const auto& op = info.call;
   if (backward)

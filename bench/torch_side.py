@@ -7,10 +7,13 @@
     torch_side.py hessian_mlp float|double THREADS MIN_TIME
     torch_side.py hvp_gpt float|double THREADS MIN_TIME
     torch_side.py conv2d N C_in C_out H float|double Fwd|FwdBwd THREADS MIN_TIME
+    torch_side.py lstm B T I H float|double THREADS MIN_TIME
     torch_side.py cnn_epoch DIR LIMIT THREADS
     torch_side.py cnn_recipe DIR EPOCHS THREADS   (not timed: the accuracy of ./build.sh fashion's
                                                    recipe in PyTorch, for the README)
     torch_side.py conv_backend THREADS
+    torch_side.py bare THREADS   (nothing measured: this script's imports and thread setting, the
+                                  baseline of a peak-RSS figure)
 
 A fresh process per measurement, so the allocator (chosen by compare_pytorch.py through the
 environment: glibc's MALLOC_* settings or tcmalloc by LD_PRELOAD) and the thread settings apply
@@ -246,6 +249,29 @@ def conv2d(N, C_in, C_out, H, dtype, mode, threads, min_time):
     print(json.dumps(time_loop(step, min_time)))
 
 
+def lstm(B, T, I, H, dtype, threads, min_time):
+    """torch.nn.LSTM(I, H) forward and backward, as BM_LSTM_FwdBwd: x (T, B, I) requiring grad,
+    the loss sum(output * w) with fixed random w, backward into x and every parameter."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    dt = torch.float32 if dtype == "float" else torch.float64
+    layer = torch.nn.LSTM(I, H).to(dt)
+    x = torch.randn(T, B, I, dtype=dt, requires_grad=True)
+    w = torch.randn(T, B, H, dtype=dt)
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        (layer(x)[0] * w).sum().backward()
+
+    print(json.dumps(time_loop(step, min_time)))
+
+
+def bare(threads):
+    torch.set_num_threads(threads)
+    print(json.dumps({}))
+
+
 def read_idx(path):
     """One gzip-compressed IDX file of unsigned bytes (data/idx.h's format) as a numpy array."""
     with gzip.open(path, "rb") as f:
@@ -399,9 +425,11 @@ MEASUREMENTS = {
     "hessian_mlp": (hessian_mlp, [str, int, float]),
     "hvp_gpt": (hvp_gpt, [str, int, float]),
     "conv2d": (conv2d, [int, int, int, int, str, str, int, float]),
+    "lstm": (lstm, [int, int, int, int, str, int, float]),
     "cnn_epoch": (cnn_epoch, [str, int, int]),
     "cnn_recipe": (cnn_recipe, [str, int, int]),
     "conv_backend": (conv_backend, [int]),
+    "bare": (bare, [int]),
 }
 
 

@@ -1,5 +1,6 @@
-// Op cases for sigmoid, silu, softplus, abs, pow, clamp, maximum, minimum, rms_norm, where and
-// masked_fill (their bool masks fixed patterns, or a comparison of an input). Ties of
+// Op cases for sigmoid, silu, softplus, abs, pow, clamp, maximum, minimum, rms_norm, where,
+// masked_fill (their bool masks fixed patterns, or a comparison of an input), lstm_scan and
+// gru_scan. Ties of
 // maximum / minimum are checkable by finite differences (the central difference at a tie is
 // the half-and-half split); clamp at its bounds is not (it sees the one-sided average 1/2 where
 // PyTorch passes 1), so those values are checked against PyTorch in tests/ops_torch_test.cpp.
@@ -184,6 +185,54 @@ void mask_cases(Table& t) {
           [causal](const Tensor& x) { return softmax(masked_fill(x, causal, -kInf)); });
 }
 
+// lstm_scan's inputs gi (T, B, 4H), w_hh (4H, H), bias (4H), h0 and c0 (B, H).
+void lstm_scan_cases(Table& t) {
+  const Function f = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{lstm_scan(x[0], x[1], x[2], x[3], x[4])};
+  };
+  const auto add = [&](const char* name, int64_t T, int64_t B, int64_t H) {
+    t.add("lstm_scan", name, {{T, B, 4 * H}, {4 * H, H}, {4 * H}, {B, H}, {B, H}}, f);
+  };
+  add("T3_B2_H3", 3, 2, 3);
+  add("T1", 1, 2, 3);  // one step: LSTMCell
+  add("B1", 4, 1, 2);  // one sequence
+  add("H1", 3, 2, 1);  // one unit: w_hh (4, 1)
+  add("T5_B3_H2", 5, 3, 2);
+  t.add("lstm_scan", "no_bias", {{3, 2, 12}, {12, 3}, {2, 3}, {2, 3}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{lstm_scan(x[0], x[1], Tensor(), x[2], x[3])};
+        });
+  // Gates of up to about +-20: sigmoid and tanh near their flat ends.
+  t.add("lstm_scan", "saturating", {{3, 2, 8}, {8, 2}, {8}, {2, 2}, {2, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{lstm_scan(scale(x[0], 8.0), x[1], x[2], x[3], x[4])};
+        });
+}
+
+// gru_scan's inputs gi (T, B, 3H), w_hh (3H, H), b_hh (3H), h0 (B, H).
+void gru_scan_cases(Table& t) {
+  const Function f = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{gru_scan(x[0], x[1], x[2], x[3])};
+  };
+  const auto add = [&](const char* name, int64_t T, int64_t B, int64_t H) {
+    t.add("gru_scan", name, {{T, B, 3 * H}, {3 * H, H}, {3 * H}, {B, H}}, f);
+  };
+  add("T3_B2_H3", 3, 2, 3);
+  add("T1", 1, 2, 3);  // one step: GRUCell
+  add("B1", 4, 1, 2);  // one sequence
+  add("H1", 3, 2, 1);  // one unit: w_hh (3, 1)
+  add("T5_B3_H2", 5, 3, 2);
+  t.add("gru_scan", "no_bias", {{3, 2, 9}, {9, 3}, {2, 3}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{gru_scan(x[0], x[1], Tensor(), x[2])};
+        });
+  // Gates of up to about +-20: sigmoid and tanh near their flat ends.
+  t.add("gru_scan", "saturating", {{3, 2, 6}, {6, 2}, {6}, {2, 2}},
+        [](const std::vector<Tensor>& x) {
+          return std::vector<Tensor>{gru_scan(scale(x[0], 8.0), x[1], x[2], x[3])};
+        });
+}
+
 }  // namespace
 
 void elementwise_op_cases(Table& t) {
@@ -191,6 +240,8 @@ void elementwise_op_cases(Table& t) {
   binary_cases(t);
   rms_norm_cases(t);
   mask_cases(t);
+  lstm_scan_cases(t);
+  gru_scan_cases(t);
 }
 
 }  // namespace tg::detail

@@ -4,12 +4,12 @@
 #include <string>
 
 #include <tapegrad/nn/init.h>
+#include <tapegrad/ops/gru_scan.h>
+#include <tapegrad/ops/lstm_scan.h>
 #include <tapegrad/ops/matmul.h>
 #include <tapegrad/ops/narrow.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/reshape.h>
-#include <tapegrad/ops/sigmoid.h>
-#include <tapegrad/ops/tanh.h>
 #include <tapegrad/ops/transpose.h>
 
 namespace tg::nn {
@@ -39,30 +39,26 @@ Tensor affine(const Tensor& x, const Tensor& W, const Tensor& b) {
   return b.defined() ? add(y, b) : y;
 }
 
-// The gate k of G (B, G H) -> (B, H).
-Tensor gate(const Tensor& gates, int64_t k, int64_t H) { return narrow(gates, -1, k * H, H); }
-
-// gi = x W_ih^T + b_ih (B, 4H); state {h, c} (B, H) each.
-std::vector<Tensor> lstm_cell(const RNNBase::Layer& p, const Tensor& gi,
-                              const std::vector<Tensor>& state) {
-  const int64_t H = state[0].size(-1);
-  const Tensor gates = add(gi, affine(state[0], p.weight_hh, p.bias_hh));  // (B, 4H)
-  const Tensor i = sigmoid(gate(gates, 0, H)), f = sigmoid(gate(gates, 1, H));
-  const Tensor g = tanh(gate(gates, 2, H)), o = sigmoid(gate(gates, 3, H));
-  const Tensor c = add(mul(f, state[1]), mul(i, g));  // (B, H)
-  return {mul(o, tanh(c)), c};
+// x (T, B, in), state {h, c} (B, H) each: every step's input projection in one matmul, then one
+// lstm_scan node for the recurrence (which adds the biases).
+std::vector<Tensor> lstm_layer(const RNNBase::Layer& p, const Tensor& x,
+                               const std::vector<Tensor>& state) {
+  const int64_t T = x.size(0), B = x.size(1), H = state[0].size(-1);
+  const Tensor gi = matmul(x, p.weight_ih, false, true);  // (T, B, 4H)
+  const Tensor bias = p.bias_ih.defined() ? add(p.bias_ih, p.bias_hh) : Tensor();
+  const Tensor Y = reshape(lstm_scan(gi, p.weight_hh, bias, state[0], state[1]), {2 * T, B, H});
+  return {narrow(Y, 0, 0, T), reshape(narrow(Y, 0, T - 1, 1), {B, H}),
+          reshape(narrow(Y, 0, 2 * T - 1, 1), {B, H})};
 }
 
-// gi = x W_ih^T + b_ih (B, 3H); state {h} (B, H).
-std::vector<Tensor> gru_cell(const RNNBase::Layer& p, const Tensor& gi,
-                             const std::vector<Tensor>& state) {
-  const Tensor& h = state[0];
-  const int64_t H = h.size(-1);
-  const Tensor gh = affine(h, p.weight_hh, p.bias_hh);  // (B, 3H)
-  const Tensor r = sigmoid(add(gate(gi, 0, H), gate(gh, 0, H)));
-  const Tensor z = sigmoid(add(gate(gi, 1, H), gate(gh, 1, H)));
-  const Tensor n = tanh(add(gate(gi, 2, H), mul(r, gate(gh, 2, H))));
-  return {add(n, mul(z, sub(h, n)))};  // (1 - z) n + z h
+// x (T, B, in), state {h} (B, H): every step's input projection in one matmul (with b_ih), then
+// one gru_scan node for the recurrence.
+std::vector<Tensor> gru_layer(const RNNBase::Layer& p, const Tensor& x,
+                              const std::vector<Tensor>& state) {
+  const int64_t T = x.size(0), B = x.size(1), H = state[0].size(-1);
+  const Tensor gi = affine(x, p.weight_ih, p.bias_ih);  // (T, B, 3H)
+  const Tensor Y = gru_scan(gi, p.weight_hh, p.bias_hh, state[0]);  // (T, B, H)
+  return {Y, reshape(narrow(Y, 0, T - 1, 1), {B, H})};
 }
 
 }  // namespace
@@ -92,7 +88,7 @@ std::string RNNBase::name() const {
 }
 
 std::pair<Tensor, std::vector<Tensor>> RNNBase::run(const Tensor& x_in, std::vector<Tensor> states,
-                                                    Cell cell) const {
+                                                    Scan scan) const {
   const int64_t L = options.num_layers, H = hidden_size;
   if ((x_in.rank() != 2 && x_in.rank() != 3) || x_in.size(-1) != input_size)
     throw ShapeError(name() + ": input " + x_in.shape().str() + " must be (T, B, " +
@@ -113,19 +109,15 @@ std::pair<Tensor, std::vector<Tensor>> RNNBase::run(const Tensor& x_in, std::vec
       s = reshape(s, {L, 1, H});
     }
   }
+  if (T == 0)
+    throw ShapeError(name() + ": input " + x_in.shape().str() + " is a sequence of length 0");
   std::vector<std::vector<Tensor>> last(states.size());  // per state, per layer: (1, B, H)
   for (int64_t k = 0; k < L; ++k) {
-    const Layer& p = layers[k];
     std::vector<Tensor> st;
     for (const Tensor& s : states) st.push_back(reshape(narrow(s, 0, k, 1), {B, H}));
-    const Tensor gi = affine(x, p.weight_ih, p.bias_ih);  // (T, B, G H): every step at once
-    std::vector<Tensor> hs;
-    for (int64_t t = 0; t < T; ++t) {
-      st = cell(p, reshape(narrow(gi, 0, t, 1), {B, -1}), st);
-      hs.push_back(reshape(st[0], {1, B, H}));
-    }
-    x = cat(hs, 0);  // (T, B, H): the next layer's input
-    for (std::size_t j = 0; j < st.size(); ++j) last[j].push_back(reshape(st[j], {1, B, H}));
+    const std::vector<Tensor> r = scan(layers[k], x, st);
+    x = r[0];  // (T, B, H): the next layer's input
+    for (std::size_t j = 0; j < st.size(); ++j) last[j].push_back(reshape(r[1 + j], {1, B, H}));
   }
   std::vector<Tensor> finals;
   for (const auto& per_layer : last) {
@@ -151,12 +143,12 @@ GRUCell::GRUCell(int64_t I, int64_t H, Rng& rng, bool bias, Dtype dtype)
 LSTMOutput LSTM::forward(const Tensor& x, const LSTMState& state) const {
   if (state.h.defined() != state.c.defined())
     throw ShapeError("LSTM: give both h_0 and c_0 or neither, for input " + x.shape().str());
-  auto [out, finals] = run(x, {state.h, state.c}, lstm_cell);
+  auto [out, finals] = run(x, {state.h, state.c}, lstm_layer);
   return {out, {finals[0], finals[1]}};
 }
 
 GRUOutput GRU::forward(const Tensor& x, const Tensor& h0) const {
-  auto [out, finals] = run(x, {h0}, gru_cell);
+  auto [out, finals] = run(x, {h0}, gru_layer);
   return {out, finals[0]};
 }
 
@@ -175,7 +167,7 @@ RNNCellBase::RNNCellBase(const char* kind, int64_t gates, int64_t I, int64_t H, 
 }
 
 std::vector<Tensor> RNNCellBase::step(const Tensor& x_in, std::vector<Tensor> states,
-                                      RNNBase::Cell cell) const {
+                                      RNNBase::Scan scan) const {
   const std::string who = std::string(kind_) + "(" + std::to_string(input_size) + ", " +
                           std::to_string(hidden_size) + ")";
   if ((x_in.rank() != 1 && x_in.rank() != 2) || x_in.size(-1) != input_size)
@@ -192,7 +184,8 @@ std::vector<Tensor> RNNCellBase::step(const Tensor& x_in, std::vector<Tensor> st
                        " for input " + x_in.shape().str());
     else if (!batched) s = reshape(s, {1, H});
   }
-  std::vector<Tensor> next = cell(p, affine(x, p.weight_ih, p.bias_ih), states);
+  std::vector<Tensor> r = scan(p, reshape(x, {1, B, input_size}), states);  // a sequence of one
+  std::vector<Tensor> next(r.begin() + 1, r.end());
   if (!batched)
     for (Tensor& s : next) s = reshape(s, {H});
   return next;
@@ -201,12 +194,12 @@ std::vector<Tensor> RNNCellBase::step(const Tensor& x_in, std::vector<Tensor> st
 LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) const {
   if (state.h.defined() != state.c.defined())
     throw ShapeError("LSTMCell: give both h and c or neither, for input " + x.shape().str());
-  const std::vector<Tensor> s = step(x, {state.h, state.c}, lstm_cell);
+  const std::vector<Tensor> s = step(x, {state.h, state.c}, lstm_layer);
   return {s[0], s[1]};
 }
 
 Tensor GRUCell::forward(const Tensor& x, const Tensor& h) const {
-  return step(x, {h}, gru_cell)[0];
+  return step(x, {h}, gru_layer)[0];
 }
 
 }  // namespace tg::nn

@@ -1,7 +1,8 @@
 #pragma once
-// The recurrent layers, as torch.nn's LSTM, GRU, LSTMCell and GRUCell, composed from ops (matmul,
-// sigmoid, tanh, narrow, mul, add, cat), with PyTorch's gate order, parameter names and init
-// U(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter:
+// The recurrent layers, as torch.nn's LSTM, GRU, LSTMCell and GRUCell, with PyTorch's gate order,
+// parameter names and init U(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter. Each layer
+// projects every step's input in one matmul; then its recurrence is one fused op over the
+// sequence (lstm_scan, gru_scan: a GEMM and the gates per step, in one tape node):
 //
 //   LSTM (gates i, f, g, o):  [i f g o] = x W_ih^T + b_ih + h W_hh^T + b_hh;
 //     c' = sigmoid(f) c + sigmoid(i) tanh(g),  h' = sigmoid(o) tanh(c')
@@ -49,9 +50,9 @@ class RNNBase : public Module {
   struct Layer {
     Tensor weight_ih, weight_hh, bias_ih, bias_hh;  // biases undefined without bias
   };
-  /// One step of a layer: (its parameters, x_t W_ih^T + b_ih (B, G hidden), its state with h
-  /// first) -> the new state.
-  using Cell = std::vector<Tensor> (*)(const Layer&, const Tensor&, const std::vector<Tensor>&);
+  /// One layer over a sequence: (its parameters, its input (T, B, in), its initial state
+  /// (B, hidden) each, h first) -> {its h at every step (T, B, hidden), its final state}.
+  using Scan = std::vector<Tensor> (*)(const Layer&, const Tensor&, const std::vector<Tensor>&);
 
   int64_t input_size, hidden_size;
   RNNOptions options;
@@ -61,11 +62,11 @@ class RNNBase : public Module {
   /// Throws ValueError for sizes < 1, num_layers < 1 or an int64 dtype.
   RNNBase(const char* kind, int64_t gates, int64_t input_size, int64_t hidden_size, Rng& rng,
           RNNOptions o, Dtype dtype);
-  /// Runs every layer over the sequence, `cell` at every step. `states` are the
+  /// Runs every layer over the sequence by `scan`. `states` are the
   /// initial ones, (num_layers, B, hidden) or undefined. Returns the output in the input's layout
   /// and the final states (num_layers, B, hidden). Throws ShapeError naming the layer and shapes.
   std::pair<Tensor, std::vector<Tensor>> run(const Tensor& x, std::vector<Tensor> states,
-                                             Cell cell) const;
+                                             Scan scan) const;
 
  private:
   std::string name() const;
@@ -122,7 +123,7 @@ class RNNCellBase : public Module {
               bool bias, Dtype dtype);
   /// x (B, input) or (input,) and the states (B, hidden) or (hidden,), zeros when undefined, ->
   /// the cell's new states, unbatched again for an unbatched x. Throws ShapeError.
-  std::vector<Tensor> step(const Tensor& x, std::vector<Tensor> states, RNNBase::Cell cell) const;
+  std::vector<Tensor> step(const Tensor& x, std::vector<Tensor> states, RNNBase::Scan scan) const;
 
  private:
   const char* kind_;

@@ -48,6 +48,17 @@ void copy_along(const Tensor& src, int64_t src_at, Tensor& dst, int64_t dst_at, 
   });
 }
 
+// Zeros `len` positions along the axis of `dst` from `at` on.
+void zero_along(Tensor& dst, int64_t at, int64_t len, int axis) {
+  const AxisView d = view_along(dst.shape(), axis);
+  if (len == 0 || d.outer == 0 || d.inner == 0) return;
+  dispatch_any(dst.dtype(), [&]<class T>() {
+    T* p = dst.data<T>();
+    for (int64_t o = 0; o < d.outer; ++o)
+      std::fill_n(p + (o * d.n + at) * d.inner, len * d.inner, T(0));
+  });
+}
+
 Shape with_axis(const Shape& s, int axis, int64_t n) {
   Shape out = s;
   out[axis] = n;
@@ -129,9 +140,11 @@ Tensor narrow(const Tensor& X, int axis, int64_t start, int64_t length,
         const Tensor after = zeros(with_axis(sX, ax, sX[ax] - start - length), dY.dtype());
         return {cat({before, dY, after}, ax)};
       })
-      .kernel([sX, ax, start, length](const Tensor& dY) -> Grads {  // one zeroed buffer, one copy
-        Tensor dX = zeros(sX, dY.dtype());
+      .kernel([sX, ax, start, length](const Tensor& dY) -> Grads {  // one pass over dX
+        Tensor dX(sX, dY.dtype());
+        zero_along(dX, 0, start, ax);
         copy_along(dY, 0, dX, start, length, ax);
+        zero_along(dX, start + length, sX[ax] - start - length, ax);
         return {dX};
       });
 }

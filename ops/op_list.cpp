@@ -123,6 +123,9 @@ std::vector<OpInfo> rows(const Sizes& z) {
       {"gelu", unary, real, {act}, [=](X x) { return gelu(x[0], GeluApproximate::tanh); }},
       {"group_norm", other, real, {maps, {z.c}, {z.c}},
        [=](X x) { return group_norm(x[0], z.c / 8, x[1], x[2]); }},
+      // A GRU layer's recurrence: bt steps of a batch of b, hidden d.
+      {"gru_scan", other, real, {{z.bt, z.b, 3 * kD}, {3 * kD, kD}, {3 * kD}, {z.b, kD}},
+       [=](X x) { return gru_scan(x[0], x[1], x[2], x[3]); }},
       {"index_select", other, real, {act},
        [=](X x) { return index_select(x[0], 1, axis_indices({kT / 2}, kT)); }},
       {"l1_loss", other, real, {act, act}, [=](X x) { return l1_loss(x[0], x[1]); }},
@@ -132,6 +135,10 @@ std::vector<OpInfo> rows(const Sizes& z) {
       {"log_softmax", other, real, {scores}, [=](X x) { return log_softmax(x[0]); }},
       {"log_softmax_dim", other, real, {scores}, [=](X x) { return log_softmax(x[0], -2); }},
       {"logsumexp", other, real, {scores}, [=](X x) { return logsumexp(x[0], -1); }},
+      // An LSTM layer's recurrence: bt steps of a batch of b, hidden d.
+      {"lstm_scan", other, real,
+       {{z.bt, z.b, 4 * kD}, {4 * kD, kD}, {4 * kD}, {z.b, kD}, {z.b, kD}},
+       [=](X x) { return lstm_scan(x[0], x[1], x[2], x[3], x[4]); }},
       {"masked_fill", other, real, {act},
        [=](X x) { return masked_fill(x[0], sample_mask(x[0].shape()), -1.5); }},
       {"matmul", other, real, {act, {kD, kD}}, [=](X x) { return matmul(x[0], x[1]); }},
@@ -189,6 +196,10 @@ std::vector<OpInfo> rows(const Sizes& z) {
 }
 
 }  // namespace
+
+Tensor in_domain(const OpInfo& op, const Tensor& x) {
+  return op.domain == OpDomain::positive ? add(mul(x, x), 0.5) : x;
+}
 
 const std::vector<OpInfo>& op_list() {
   static const std::vector<OpInfo> list = rows(kBench);

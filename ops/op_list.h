@@ -38,6 +38,10 @@ struct OpInfo {
   const char* reference = nullptr;
 };
 
+/// A draw x (of N(0, 1), say) taken into the op's domain: x^2 + 1/2 for a positive op, x itself
+/// otherwise (what a nonzero op needs, the caller keeps away from 0).
+Tensor in_domain(const OpInfo& op, const Tensor& x);
+
 /// Every op, in alphabetical order, at the benchmarks' sizes.
 const std::vector<OpInfo>& op_list();
 

@@ -23,6 +23,7 @@
 #include <tapegrad/ops/gather.h>
 #include <tapegrad/ops/gelu.h>
 #include <tapegrad/ops/group_norm.h>
+#include <tapegrad/ops/gru_scan.h>
 #include <tapegrad/ops/index_select.h>
 #include <tapegrad/ops/l1_loss.h>
 #include <tapegrad/ops/layer_norm.h>
@@ -30,6 +31,7 @@
 #include <tapegrad/ops/log_softmax.h>
 #include <tapegrad/ops/logsumexp.h>
 #include <tapegrad/ops/loss_reduction.h>
+#include <tapegrad/ops/lstm_scan.h>
 #include <tapegrad/ops/masked_fill.h>
 #include <tapegrad/ops/matmul.h>
 #include <tapegrad/ops/max.h>

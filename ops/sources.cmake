@@ -23,6 +23,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/gather.cpp
   ops/gelu.cpp
   ops/gemm.cpp
+  ops/gru_scan.cpp
   ops/group_norm.cpp
   ops/im2col.cpp
   ops/index_select.cpp
@@ -32,6 +33,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/log_softmax.cpp
   ops/logsumexp.cpp
   ops/loss_reduction.cpp
+  ops/lstm_scan.cpp
   ops/masked_fill.cpp
   ops/matmul.cpp
   ops/max.cpp

@@ -95,6 +95,29 @@ def rms_norm(x, w, eps):
 SMALL = {"bh": 2, "d": 8, "b": 2, "bt": 4}
 
 # The rows of ops/op_list.cpp, by name: each a function of the row's float inputs.
+def lstm_scan(gi, w_hh, b, h, c):
+    """PyTorch's own LSTM cell a step (torch.lstm_cell; the identity as w_ih passes gi through),
+    the hidden states, then the cell states: (2, T, B, H)."""
+    eye = torch.eye(gi.shape[-1], dtype=gi.dtype)
+    hs, cs = [], []
+    for t in range(gi.shape[0]):
+        h, c = torch.lstm_cell(gi[t], (h, c), eye, w_hh, b)
+        hs.append(h)
+        cs.append(c)
+    return torch.stack((torch.stack(hs), torch.stack(cs)))
+
+
+def gru_scan(gi, w_hh, b_hh, h):
+    """PyTorch's own GRU cell a step (torch.gru_cell; the identity as w_ih passes gi through,
+    b_ih is already in gi), the hidden states: (T, B, H)."""
+    eye = torch.eye(gi.shape[-1], dtype=gi.dtype)
+    hs = []
+    for t in range(gi.shape[0]):
+        h = torch.gru_cell(gi[t], h, eye, w_hh, None, b_hh)
+        hs.append(h)
+    return torch.stack(hs)
+
+
 OPS = {
     "abs": lambda x: torch.abs(x[0]),
     "add": lambda x: x[0] + x[1],
@@ -130,6 +153,7 @@ OPS = {
                                                       x[0].shape[-1])),
     "gelu": lambda x: F.gelu(x[0], approximate="tanh"),
     "group_norm": lambda x: F.group_norm(x[0], x[0].shape[1] // 8, x[1], x[2]),
+    "gru_scan": lambda x: gru_scan(*x),
     "index_select": lambda x: torch.index_select(x[0], 1, cycled((x[0].shape[1] // 2,),
                                                                  x[0].shape[1])),
     "l1_loss": lambda x: F.l1_loss(x[0], x[1]),
@@ -138,6 +162,7 @@ OPS = {
     "log_softmax": lambda x: torch.log_softmax(x[0], -1),
     "log_softmax_dim": lambda x: torch.log_softmax(x[0], -2),
     "logsumexp": lambda x: torch.logsumexp(x[0], -1),
+    "lstm_scan": lambda x: lstm_scan(*x),
     "masked_fill": lambda x: x[0].masked_fill(mask(x[0].shape), -1.5),
     "matmul": lambda x: x[0] @ x[1],
     "max": lambda x: torch.max(x[0], -1).values,

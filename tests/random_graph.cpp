@@ -38,11 +38,6 @@ const std::vector<const tg::OpInfo*>& listed_ops() {
   return ops;
 }
 
-// Inputs mapped into an op's domain: x^2 + 1/2 for the positive ones.
-Tensor in_domain(const tg::OpInfo& op, const Tensor& x) {
-  return op.domain == tg::OpDomain::positive ? tg::add(tg::mul(x, x), 0.5) : x;
-}
-
 
 Tensor apply(const Node& n, std::size_t id, const std::vector<Tensor>& values) {
   Args args;

@@ -151,6 +151,8 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"log_softmax_dim", "the registry covers its dims"},
       {"logsumexp", "the registry covers its axes"},
       {"max", "reduces an axis: the registry covers its axes, PyTorch its ties"},
+      {"lstm_scan", "(T, B, 4H), (4H, H), (4H,) and (B, H) inputs that fit together"},
+      {"gru_scan", "(T, B, 3H), (3H, H), (3H,) and (B, H) inputs that fit together"},
       {"masked_fill", "a bool mask that broadcasts to its input: the registry covers its masks"},
       {"max_pool1d", "(N, C, L) inputs and a kernel that fits"},
       {"max_pool2d", "(N, C, H, W) inputs and a kernel that fits"},

@@ -148,6 +148,8 @@ TEST(RNN, BadInputsNameTheLayerAndShapes) {
   expect_throws<ShapeError>([&] { lstm(x, {zeros({1, 2, 4}, d), zeros({2, 2, 4}, d)}); },
                             {"LSTM(3, 4", "state (1, 2, 4)", "(2, 2, 4)", "(5, 2, 3)"});
   expect_throws<ShapeError>([&] { lstm(x, {zeros({2, 2, 4}, d), Tensor()}); }, {"LSTM", "h_0 and c_0"});
+  expect_throws<ShapeError>([&] { lstm(zeros({0, 2, 3}, d)); }, {"LSTM(3, 4", "(0, 2, 3)", "length 0"});
+  expect_throws<ShapeError>([&] { gru(zeros({0, 3}, d)); }, {"GRU(3, 4", "(0, 3)", "length 0"});
   expect_throws<ShapeError>([&] { gru(x, zeros({1, 3, 4}, d)); }, {"GRU(3, 4", "state (1, 3, 4)", "(1, 2, 4)"});
   expect_throws<ShapeError>([&] { lcell(zeros({2, 2}, d)); }, {"LSTMCell(3, 4)", "(2, 2)"});
   expect_throws<ShapeError>([&] { gcell(zeros({2, 3}, d), zeros({3, 4}, d)); },

@@ -1,0 +1,214 @@
+// lstm_scan: an LSTM layer's recurrence, PyTorch's gate order (i, f, g, o). For t = 1 .. T:
+//   G_t = Gi_t + h_{t-1} W^T + b   (B, 4H)   i, f, o = sigmoid(G_t's blocks 0, 1, 3),
+//   c_t = f c_{t-1} + i g                     g = tanh(G_t's block 2),
+//   h_t = o tanh(c_t)                         Y = (2, T, B, H): [h_1 .. h_T], [c_1 .. c_T].
+// Backward through time: dh, dc are what reaches h_t and c_t (from Y and from step t + 1):
+//   dc += dh o (1 - tanh(c_t)^2)
+//   dG_t = [dc g i (1 - i),  dc c_{t-1} f (1 - f),  dc i (1 - g^2),  dh tanh(c_t) o (1 - o)]
+//   step t - 1 gets dh = dY_h[t - 1] + dG_t W  and  dc = dY_c[t - 1] + dc f
+//   dGi = dG,  dW = sum_t dG_t^T h_{t-1},  db = sum of dG's rows,  dh_0, dc_0 what reaches step 0.
+// One node for the whole sequence: the kernels run one GEMM per step (forward and backward; dW
+// is one GEMM over every step) and keep the gate activations; the formula recomputes them with
+// ops, step by step, so the op is twice differentiable.
+
+#include <tapegrad/ops/lstm_scan.h>
+
+#include <string>
+#include <vector>
+
+#include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/narrow.h>
+#include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/operators.h>
+#include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/sigmoid.h>
+#include <tapegrad/ops/stack.h>
+#include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tanh.h>
+
+namespace tg {
+
+namespace {
+
+struct Dims {
+  int64_t T, B, H;
+};
+
+Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
+                  const Tensor& c0) {
+  detail::check_defined("lstm_scan", gi, "gi");
+  detail::check_defined("lstm_scan", W, "w_hh");
+  detail::check_defined("lstm_scan", h0, "h0");
+  detail::check_defined("lstm_scan", c0, "c0");
+  const std::string shapes = "gi " + gi.shape().str() + ", w_hh " + W.shape().str() +
+                             (b.defined() ? ", bias " + b.shape().str() : "") + ", h0 " +
+                             h0.shape().str() + ", c0 " + c0.shape().str();
+  for (const Tensor* t : {&gi, &W, &b, &h0, &c0}) {
+    if (!t->defined()) continue;
+    if (!is_floating(t->dtype()))
+      throw ValueError("lstm_scan: needs float32 or float64 tensors, got " +
+                       std::string(dtype_name(t->dtype())) + " in " + shapes);
+    if (t->dtype() != gi.dtype()) throw ValueError("lstm_scan: dtypes differ: " + shapes);
+  }
+  const std::string want = "lstm_scan: needs gi (T, B, 4H), w_hh (4H, H), bias (4H,) or none, "
+                           "h0 and c0 (B, H); got " + shapes;
+  if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2 || c0.rank() != 2) throw ShapeError(want);
+  const Dims d{gi.size(0), gi.size(1), W.size(1)};
+  const Shape state{d.B, d.H};
+  if (W.size(0) != 4 * d.H || gi.size(2) != 4 * d.H || h0.shape() != state ||
+      c0.shape() != state || (b.defined() && b.shape() != Shape{4 * d.H}))
+    throw ShapeError(want);
+  return d;
+}
+
+// Y (2, T, B, H) and the gate activations A (T, B, 4H): [i, f, g, o] of every step.
+template <class T>
+void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+                    const Tensor& h0, const Tensor& c0, Tensor& Y, Tensor& A) {
+  using detail::CMapArr, detail::MapArr;
+  const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
+  const T* w = W.data<T>();
+  T* hs = Y.data<T>();
+  T* cs = hs + d.T * step;
+  for (int64_t t = 0; t < d.T; ++t) {
+    T* a = A.data<T>() + t * B * G;
+    const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
+    const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
+    detail::gemm<T>(detail::view(h_prev, B, H), detail::view(w, G, H).t(), detail::view(a, B, G));
+    for (int64_t r = 0; r < B; ++r) {
+      T* row = a + r * G;
+      MapArr<T>(row, G) += CMapArr<T>(gi.data<T>() + (t * B + r) * G, G);
+      if (b.defined()) MapArr<T>(row, G) += CMapArr<T>(b.data<T>(), G);
+      auto i = MapArr<T>(row, H), f = MapArr<T>(row + H, H), g = MapArr<T>(row + 2 * H, H),
+           o = MapArr<T>(row + 3 * H, H);
+      i = (T(1) + (-i).exp()).inverse();
+      f = (T(1) + (-f).exp()).inverse();
+      g = g.tanh();
+      o = (T(1) + (-o).exp()).inverse();
+      auto c = MapArr<T>(cs + t * step + r * H, H);
+      c = f * CMapArr<T>(c_prev + r * H, H) + i * g;
+      MapArr<T>(hs + t * step + r * H, H) = o * c.tanh();
+    }
+  }
+}
+
+// dGi, dW, db, dh0, dc0 from dY, the output Y and the activations A.
+template <class T>
+Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
+                      const Tensor& c0, const Tensor& Y, const Tensor& A, const Tensor& dY) {
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  using detail::CMapArr, detail::MapArr;
+  const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
+  Tensor dGi(Shape{d.T, B, G}, W.dtype());
+  Tensor dh = zeros(Shape{B, H}, W.dtype()), dc = zeros(Shape{B, H}, W.dtype());
+  const T *hs = Y.data<T>(), *cs = hs + d.T * step, *w = W.data<T>();
+  const T *dyh = dY.data<T>(), *dyc = dyh + d.T * step;
+  Arr dh_t(H), dc_t(H), tc(H), db = Arr::Zero(G);
+  for (int64_t t = d.T - 1; t >= 0; --t) {
+    const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
+    T* dg_t = dGi.data<T>() + t * B * G;
+    for (int64_t r = 0; r < B; ++r) {
+      const T* a = A.data<T>() + (t * B + r) * G;
+      const auto i = CMapArr<T>(a, H), f = CMapArr<T>(a + H, H), g = CMapArr<T>(a + 2 * H, H),
+                 o = CMapArr<T>(a + 3 * H, H);
+      const int64_t at = t * step + r * H;
+      auto dh_r = MapArr<T>(dh.data<T>() + r * H, H), dc_r = MapArr<T>(dc.data<T>() + r * H, H);
+      tc = CMapArr<T>(cs + at, H).tanh();
+      dh_t = dh_r + CMapArr<T>(dyh + at, H);
+      dc_t = dc_r + CMapArr<T>(dyc + at, H) + dh_t * o * (T(1) - tc * tc);
+      T* row = dg_t + r * G;
+      MapArr<T>(row, H) = dc_t * g * (i * (T(1) - i));
+      MapArr<T>(row + H, H) = dc_t * CMapArr<T>(c_prev + r * H, H) * (f * (T(1) - f));
+      MapArr<T>(row + 2 * H, H) = dc_t * i * (T(1) - g * g);
+      MapArr<T>(row + 3 * H, H) = dh_t * tc * (o * (T(1) - o));
+      dc_r = dc_t * f;
+      if (b.defined()) db += CMapArr<T>(row, G);
+    }
+    detail::gemm<T>(detail::view<const T>(dg_t, B, G), detail::view(w, G, H),
+                    detail::view(dh.data<T>(), B, H));
+  }
+  Tensor dW = zeros(W.shape(), W.dtype());
+  if (d.T > 0) {  // sum_t dG_t^T h_{t-1}: h_0, then h_1 .. h_{T-1} right after one another in Y
+    const T* dg = dGi.data<T>();
+    detail::gemm<T>(detail::view(dg, B, G).t(), detail::view(h0.data<T>(), B, H),
+                    detail::view(dW.data<T>(), G, H));
+    detail::gemm<T>(detail::view(dg + B * G, (d.T - 1) * B, G).t(),
+                    detail::view(hs, (d.T - 1) * B, H), detail::view(dW.data<T>(), G, H), T(1),
+                    T(1));
+  }
+  Tensor dB;
+  if (b.defined()) {
+    dB = Tensor(b.shape(), b.dtype());
+    MapArr<T>(dB.data<T>(), G) = db;
+  }
+  return {dGi, dW, dB, dh, dc};
+}
+
+// The same gradients in ops: the forward again, then the steps backward.
+Grads lstm_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+                        const Tensor& h0, const Tensor& c0, const Tensor& dY) {
+  const int64_t B = d.B, H = d.H;
+  struct Step {
+    Tensor i, f, g, o, tc, h_prev, c_prev;
+  };
+  std::vector<Step> steps;
+  Tensor h = h0, c = c0;
+  for (int64_t t = 0; t < d.T; ++t) {
+    Tensor G = add(reshape(narrow(gi, 0, t, 1), {B, 4 * H}), matmul(h, W, false, true));
+    if (b.defined()) G = add(G, b);
+    Step s{sigmoid(narrow(G, 1, 0, H)), sigmoid(narrow(G, 1, H, H)), tanh(narrow(G, 1, 2 * H, H)),
+           sigmoid(narrow(G, 1, 3 * H, H)), Tensor(), h, c};
+    c = add(mul(s.f, c), mul(s.i, s.g));
+    s.tc = tanh(c);
+    h = mul(s.o, s.tc);
+    steps.push_back(std::move(s));
+  }
+  const Tensor dYh = reshape(narrow(dY, 0, 0, 1), {d.T, B, H});
+  const Tensor dYc = reshape(narrow(dY, 0, 1, 1), {d.T, B, H});
+  Tensor dh = zeros(Shape{B, H}, W.dtype()), dc = zeros(Shape{B, H}, W.dtype()), dW;
+  std::vector<Tensor> dG(static_cast<std::size_t>(d.T));
+  for (int64_t t = d.T - 1; t >= 0; --t) {
+    const Step& s = steps[t];
+    const Tensor dh_t = add(dh, reshape(narrow(dYh, 0, t, 1), {B, H}));
+    const Tensor dc_t = add(add(dc, reshape(narrow(dYc, 0, t, 1), {B, H})),
+                            mul(mul(dh_t, s.o), sub(1.0, mul(s.tc, s.tc))));
+    const Tensor di = mul(mul(dc_t, s.g), mul(s.i, sub(1.0, s.i)));
+    const Tensor df = mul(mul(dc_t, s.c_prev), mul(s.f, sub(1.0, s.f)));
+    const Tensor dg = mul(mul(dc_t, s.i), sub(1.0, mul(s.g, s.g)));
+    const Tensor do_ = mul(mul(dh_t, s.tc), mul(s.o, sub(1.0, s.o)));
+    dG[t] = cat({di, df, dg, do_}, 1);  // (B, 4H)
+    dc = mul(dc_t, s.f);
+    dh = matmul(dG[t], W);
+    const Tensor dW_t = matmul(dG[t], s.h_prev, true, false);  // (4H, H)
+    dW = dW.defined() ? add(dW, dW_t) : dW_t;
+  }
+  if (d.T == 0)
+    return {zeros(gi.shape(), gi.dtype()), zeros(W.shape(), W.dtype()),
+            b.defined() ? zeros(b.shape(), b.dtype()) : Tensor(), dh, dc};
+  const Tensor dGi = stack(dG, 0);  // (T, B, 4H)
+  return {dGi, dW, b.defined() ? sum_to(dGi, b.shape()) : Tensor(), dh, dc};
+}
+
+}  // namespace
+
+Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
+                 const Tensor& c0, const std::source_location& where) {
+  const Dims d = check_inputs(gi, W, b, h0, c0);
+  Tensor Y(Shape{2, d.T, d.B, d.H}, gi.dtype());
+  Tensor A(gi.shape(), gi.dtype());
+  dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A); });
+  return record("lstm_scan", Y, {gi, W, b, h0, c0}, where)
+      .saves(gi, W, b, h0, c0)
+      .formula([d, gi, W, b, h0, c0](const Tensor& dY) -> Grads {
+        return lstm_scan_formula(d, gi, W, b, h0, c0, dY);
+      })
+      .kernel([d, W, b, h0, c0, A](const Tensor& dY, const Tensor& Y) -> Grads {
+        return dispatch(W.dtype(), [&]<class T>() {
+          return backward_kernel<T>(d, W, b, h0, c0, Y, A, dY);
+        });
+      });
+}
+
+}  // namespace tg
