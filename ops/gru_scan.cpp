@@ -21,6 +21,7 @@
 #include <tapegrad/ops/narrow.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/operators.h>
+#include <tapegrad/ops/recurrence.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sigmoid.h>
 #include <tapegrad/ops/stack.h>
@@ -122,21 +123,9 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
     detail::gemm<T>(detail::view<const T>(dgh_t, B, G), detail::view(w, G, H),
                     detail::view(dh.data<T>(), B, H), T(1), T(1));
   }
-  Tensor dW = zeros(W.shape(), W.dtype());
-  if (d.T > 0) {  // sum_t dGh_t^T h_{t-1}: h_0, then h_1 .. h_{T-1} right after one another in Y
-    const T* dg = dGh.data<T>();
-    detail::gemm<T>(detail::view(dg, B, G).t(), detail::view(h0.data<T>(), B, H),
-                    detail::view(dW.data<T>(), G, H));
-    detail::gemm<T>(detail::view(dg + B * G, (d.T - 1) * B, G).t(),
-                    detail::view(hs, (d.T - 1) * B, H), detail::view(dW.data<T>(), G, H), T(1),
-                    T(1));
-  }
-  Tensor dB;
-  if (b.defined()) {
-    dB = Tensor(b.shape(), b.dtype());
-    MapArr<T>(dB.data<T>(), G) = db;
-  }
-  return {dGi, dW, dB, dh};
+  const Tensor dW =
+      detail::recurrent_weight_grad<T>(dGh.data<T>(), h0.data<T>(), hs, d.T, B, G, H);
+  return {dGi, dW, detail::bias_grad<T>(b, db), dh};
 }
 
 // The same gradients in ops: the forward again, then the steps backward.
