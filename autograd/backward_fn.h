@@ -22,6 +22,8 @@ namespace tg {
 inline constexpr int kMaxInputs = 8;
 /// Gradients for an op's inputs, in order; undefined for an input that needs none.
 using Grads = std::array<Tensor, kMaxInputs>;
+/// Forward mode: the tangents of an op's inputs, in order; undefined for an input without one.
+using Tangents = std::array<Tensor, kMaxInputs>;
 
 class BackwardFn {
  public:

@@ -47,6 +47,10 @@ class RecordingWithin {
 /// or create_graph through a kernel alone) or what the derivative threw, naming the op.
 Grads call_backward(Node& n, const Tensor& dY, bool create_graph);
 
+/// The flat index of t's first NaN or infinity (and its value), or -1 (grad_mode.cpp).
+int64_t first_non_finite(const Tensor& t, double& value);
+/// "NaN", "inf" or "-inf".
+const char* non_finite_name(double value);
 /// Anomaly mode's check of what n's derivative returned: throws ValueError naming the op, its
 /// line and the first NaN or infinity. Defined beside AnomalyGuard (grad_mode.cpp).
 void check_anomaly(const Node& n, const Grads& grads);

@@ -27,7 +27,9 @@ bool only_the_pass_holds(const std::shared_ptr<TensorImpl>& t) {
 void add_into(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_graph) {
   // A buffer someone else sees, or a recorded gradient, keeps its values: the sum goes to a new
   // buffer then, recorded under create_graph (its formula passes dY through to both sides).
-  const bool in_place = !create_graph && !slot->grad_fn && only_the_pass_holds(slot);
+  // Under forward mode the sum is an op too, so that the gradients' tangents add up.
+  const bool forward = forward_level() != 0;
+  const bool in_place = !create_graph && !forward && !slot->grad_fn && only_the_pass_holds(slot);
   const Tensor a(slot);
   Tensor sum = in_place ? a : Tensor(a.shape(), a.dtype());
   dispatch(a.dtype(), [&]<class T>() {
@@ -39,10 +41,15 @@ void add_into(std::shared_ptr<TensorImpl>& slot, const Tensor& g, bool create_gr
     for (int64_t i = 0; i < n; ++i) s[i] = x[i] + y[i];
   });
   if (in_place) return;
-  if (create_graph)
-    sum = record("accumulate", sum, {a, g}).formula([](const Tensor& dY) -> Grads {
-      return {dY, dY};
-    });
+  if (create_graph || forward)
+    sum = record("accumulate", sum, {a, g})
+              .formula([](const Tensor& dY) -> Grads { return {dY, dY}; })
+              .jvp([](const Tangents& t) {
+                if (!t[0].defined() || !t[1].defined()) return t[0].defined() ? t[0] : t[1];
+                std::shared_ptr<TensorImpl> s = t[0].impl_ptr();  // t[0] + t[1], a new buffer:
+                add_into(s, t[1], is_grad_enabled());            // t[0] is held twice here
+                return Tensor(s);
+              });
   slot = sum.impl_ptr();
 }
 

@@ -20,6 +20,16 @@
 // saved output) is written in place before the backward runs, the backward throws GraphError
 // naming the op instead of computing with the new values.
 //
+// `.jvp(...)` is the third part, forward mode's tangent rule (autograd/forward_ad.h): from the
+// inputs' tangents, (t) -> Tensor or (t, Y) -> Tensor, the output's tangent J t, in tg ops:
+//
+//   .jvp([](const Tangents& t, const Tensor& Y) { return mul(Y, sub(t[0], sum(mul(t[0], Y), -1, true))); })
+//
+// t[i] is input i's tangent, undefined where it has none (a zero tangent); the rule runs only
+// when some input has one, inside a DualLevel, whatever grad mode is. It returns a tensor of the
+// output's shape and dtype, or an undefined one for a zero tangent. The rule runs inside
+// `.jvp(...)` and is not kept, so it may capture by reference (a vector of options, say).
+//
 // What a derivative may do: compute gradients from dY, the saved tensors and the output, with
 // tg ops (formula) or directly (kernel), and throw tg errors. What it may not do: run a backward
 // or tg::grad (the engine is not re-entrant: GraphError), write into dY, a saved tensor or the
@@ -38,6 +48,7 @@
 #include <vector>
 
 #include <tapegrad/autograd/backward_fn.h>
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/tensor.h>
 
@@ -97,6 +108,10 @@ class Node : public std::enable_shared_from_this<Node> {
   const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
   std::shared_ptr<detail::HookList> hooks;  // on the output's gradient (Tensor::register_hook)
   std::unique_ptr<Recompute> recompute;     // only for a checkpointed region's node
+  // Forward mode: the output's tangent and its level, so that a formula reading the output
+  // (dY, Y) sees it as the output's other handles do (forward over reverse).
+  std::shared_ptr<TensorImpl> output_tangent;
+  uint64_t output_tangent_level = 0;
   // Engine-private: this node's state in the backward pass now running, and which pass owns it
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;
@@ -171,6 +186,17 @@ void save_output(Node& node, const Tensor& out);
 /// Notes that the node's derivative reads `t` (its version is checked before backward).
 void save(Node& node, const Tensor& t);
 
+/// The inputs' tangents at the open forward-AD level, or null when none has one.
+std::unique_ptr<Tangents> gather_tangents(std::span<const Tensor> inputs);
+/// Makes t (checked against out's shape and dtype; undefined: none) out's tangent, and the
+/// node's record of it. Throws GraphError naming op when t does not fit.
+void set_output_tangent(Tensor& out, Node* node, const char* op, const Tensor& t,
+                        const std::source_location& where);
+/// Rethrows the exception in flight, same type, naming op's tangent rule.
+[[noreturn]] void rethrow_in_tangent_rule(const char* op);
+/// Throws GraphError: op met a dual input and has no tangent rule.
+[[noreturn]] void throw_no_tangent_rule(const char* op);
+
 template <class F>
 constexpr bool takes_output() {
   return std::is_invocable_v<F, const Tensor&, const Tensor&>;
@@ -191,7 +217,20 @@ BackwardFn make_backward(F&& f) {
 /// `.saves(...)`, `.formula(...)` and `.kernel(...)` fill it in. It converts to the output.
 class Recording {
  public:
-  Recording(Tensor out, Node* node) : out_(std::move(out)), node_(node) {}
+  Recording(Tensor out, Node* node, const char* op = "", std::unique_ptr<Tangents> tangents = nullptr,
+            const std::source_location& where = std::source_location::current())
+      : out_(std::move(out)), node_(node), op_(op), tangents_(std::move(tangents)), where_(where) {}
+  // A copy (a lambda returning `record(...).formula(...)` returns one) carries the pending
+  // tangents too.
+  Recording(const Recording& o)
+      : out_(o.out_), node_(o.node_), op_(o.op_),
+        tangents_(o.tangents_ ? std::make_unique<Tangents>(*o.tangents_) : nullptr), where_(o.where_) {}
+  Recording& operator=(const Recording& o) {
+    if (this != &o) *this = Recording(o);
+    return *this;
+  }
+  Recording(Recording&&) noexcept = default;
+  Recording& operator=(Recording&&) noexcept = default;
 
   /// The tensors the derivative reads besides the output: their versions are checked.
   template <class... Ts>
@@ -218,26 +257,56 @@ class Recording {
     }
     return *this;
   }
-  operator Tensor() const { return out_; }
-  const Tensor& output() const { return out_; }
+  /// The tangent rule, (t) -> Tensor or (t, Y) -> Tensor, in tg ops (see the top): run now when
+  /// an input carries a tangent, and the output gets its result. Forward mode through an op
+  /// recorded without one throws GraphError naming it.
+  template <class R>
+  Recording& jvp(R&& rule) {
+    if (!tangents_) return *this;
+    Tensor t;
+    try {
+      const detail::NoForwardGuard inside_the_rule;
+      if constexpr (std::is_invocable_v<R, const Tangents&, const Tensor&>)
+        t = rule(*tangents_, out_);
+      else
+        t = rule(*tangents_);
+    } catch (...) {
+      detail::rethrow_in_tangent_rule(op_);
+    }
+    tangents_.reset();
+    detail::set_output_tangent(out_, node_, op_, t, where_);
+    return *this;
+  }
+  operator Tensor() const { return output(); }
+  const Tensor& output() const {
+    if (tangents_) detail::throw_no_tangent_rule(op_);
+    return out_;
+  }
 
  private:
   Tensor out_;
   Node* node_;
+  const char* op_;
+  std::unique_ptr<Tangents> tangents_;  // forward mode: the inputs' tangents, until .jvp runs
+  std::source_location where_;          // the user's call, for anomaly mode's message
 };
 
 /// Starts recording `out` as made by `op` from `inputs` (see Recording). Throws GraphError for
 /// more than kMaxInputs inputs.
 inline Recording record(const char* op, Tensor out, std::span<const Tensor> inputs,
                         const std::source_location& where = std::source_location::current()) {
+  std::unique_ptr<Tangents> tangents;
+  if (detail::forward_level() != 0) [[unlikely]]
+    tangents = detail::gather_tangents(inputs);
   if (!is_grad_enabled()) {
     if (detail::ReadCollector::active()) detail::ReadCollector::note(inputs);
-    return Recording(std::move(out), nullptr);
+    return Recording(std::move(out), nullptr, op, std::move(tangents), where);
   }
-  if (!detail::any_requires_grad(inputs)) return Recording(std::move(out), nullptr);
+  if (!detail::any_requires_grad(inputs))
+    return Recording(std::move(out), nullptr, op, std::move(tangents), where);
   Node* node;
   Tensor y = detail::attach(std::move(out), op, inputs, where, node);
-  return Recording(std::move(y), node);
+  return Recording(std::move(y), node, op, std::move(tangents), where);
 }
 inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor> inputs,
                         const std::source_location& where = std::source_location::current()) {

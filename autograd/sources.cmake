@@ -3,6 +3,7 @@ list(APPEND TAPEGRAD_SOURCES
   autograd/backward_pass.cpp
   autograd/error.cpp
   autograd/factories.cpp
+  autograd/forward_ad.cpp
   autograd/grad_mode.cpp
   autograd/grad_ready.cpp
   autograd/hooks.cpp

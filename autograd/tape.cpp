@@ -280,13 +280,23 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
     throw GraphError("backward: " + op_at(n) + " has no derivative: record(...) was given "
                      "neither .formula(...) nor .kernel(...); give it a formula in tg ops");
   check_versions(n);
-  const bool use_kernel = n.kernel && !(n.formula && (create_graph || formula_only));
+  // Forward mode over this backward (a Hessian-vector product) needs the formula's ops, which
+  // carry tangents; a kernel computes values only.
+  const bool forward = forward_level() != 0;
+  const bool use_kernel = n.kernel && !(n.formula && (create_graph || formula_only || forward));
+  if (forward && !n.formula)
+    throw GraphError("backward: " + op_at(n) + " has a kernel but no formula in ops, so forward "
+                     "mode cannot go through its backward");
   if (create_graph && !n.formula)
     throw GraphError("backward: " + op_at(n) + " is not twice differentiable: it has a kernel "
                      "but no formula in ops, so create_graph cannot record its backward");
   const RecordingWithin within(n);
   // The output, attached to n again, so that a formula in Y stays differentiable.
-  const Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
+  Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
+  if (Y.defined() && n.output_tangent && n.output_tangent_level == forward_level()) {
+    Y.impl().tangent = n.output_tangent;
+    Y.impl().tangent_level = n.output_tangent_level;
+  }
   Grads grads = run_derivative(n, use_kernel ? n.kernel : n.formula, dY, Y);
   if (is_anomaly_enabled()) check_anomaly(n, grads);
   return grads;

@@ -154,16 +154,17 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(p));
 }
 
-// clone: Y = X;  dX = dY
+// clone: Y = X;  dX = dY;  tY = tX
 Tensor Tensor::clone(const std::source_location& where) const {
   Tensor out(shape(), dtype());
   std::memcpy(out.impl().storage->data(), impl().storage->data(), numel() * dtype_size(dtype()));
-  return record("clone", out, {*this}, where).formula([](const Tensor& dY) -> Grads {
-    return {dY};
-  });
+  return record("clone", out, {*this}, where)
+      .formula([](const Tensor& dY) -> Grads { return {dY}; })
+      .jvp([](const Tangents& t) { return t[0]; });
 }
 
-// to: Y = X converted;  dX = dY converted back (an int64 result is not differentiable)
+// to: Y = X converted;  dX = dY converted back;  tY = tX converted (an int64 result is not
+// differentiable)
 Tensor Tensor::to(Dtype d, const std::source_location& where) const {
   Tensor out(shape(), d);
   dispatch_any(dtype(), [&]<class S>() {
@@ -183,9 +184,9 @@ Tensor Tensor::to(Dtype d, const std::source_location& where) const {
   });
   if (!is_floating(d)) return out;
   const Dtype from = dtype();
-  return record("to", out, {*this}, where).formula([from](const Tensor& dY) -> Grads {
-    return {dY.to(from)};
-  });
+  return record("to", out, {*this}, where)
+      .formula([from](const Tensor& dY) -> Grads { return {dY.to(from)}; })
+      .jvp([d](const Tangents& t) { return t[0].to(d); });
 }
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {

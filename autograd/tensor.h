@@ -1,5 +1,5 @@
 #pragma once
-// Tensor: a cheap handle (a shared pointer) to a rank 0-4, row-major, contiguous array of float
+// Tensor: a cheap handle (a shared pointer) to a rank 0-6, row-major, contiguous array of float
 // or double, with its place on the tape. Copies of a handle share data and gradient.
 
 #include <cstdint>
@@ -37,6 +37,8 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;    // the op that made this tensor; null for a leaf
   std::shared_ptr<TensorImpl> grad; // accumulated gradient of a requires_grad leaf
   std::shared_ptr<detail::HookList> hooks;  // a leaf's gradient hooks (a non-leaf's: its node's)
+  std::shared_ptr<TensorImpl> tangent;      // forward mode: J t, seen only at tangent_level
+  uint64_t tangent_level = 0;               // (autograd/forward_ad.h)
 };
 
 class Tensor {

@@ -3,13 +3,16 @@
 // reverse) and a Hessian-vector product of a small GPT's loss in all its parameters (PyTorch's
 // double-backward trick: three backwards). compare_pytorch.py --functional times the same two
 // with torch.autograd.functional (hessian(vectorize=True), hvp) in bench/torch_side.py.
+// BM_Functional_JvpGpt: forward mode's jvp of a GPT's loss against its plain forward.
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/check/functional.h>
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/ops/ops.h>
@@ -36,43 +39,77 @@ void BM_Functional_HessianMlp(benchmark::State& st) {
   st.counters["params"] = double(Hd * D + Hd + O * Hd + O);
 }
 
-// A small GPT (V, L, H, C, block T) on a batch (B, T), dropout 0; v random, of the parameters'
-// shapes.
+// A GPT (V, L, H, C, block T) on a batch (B, T), dropout 0, its loss as a function of all its
+// parameters; v random, of the parameters' shapes.
 template <class T>
-void BM_Functional_HvpGpt(benchmark::State& st) {
-  tg::nn::GPTConfig config;
-  config.vocab_size = st.range(0);
-  config.n_layer = st.range(1);
-  config.n_head = st.range(2);
-  config.n_embd = st.range(3);
-  config.block_size = st.range(4);
-  config.dropout = 0.0;
-  config.dtype = tg::dtype_of<T>();
-  const int64_t B = st.range(5), Tn = config.block_size;
-  tg::Rng rng(0);
-  tg::nn::GPT model(config, rng);
-  std::uniform_int_distribution<int64_t> token(0, config.vocab_size - 1);
-  std::vector<int64_t> ids(static_cast<size_t>(2 * B * Tn));
-  for (int64_t& id : ids) id = token(rng.engine());
-  const tg::Tensor idx = tg::from_indices({ids.begin(), ids.begin() + B * Tn}, {B, Tn});
-  const tg::Tensor targets = tg::from_indices({ids.begin() + B * Tn, ids.end()}, {B, Tn});
+struct GptLoss {
+  tg::nn::GPT model;
+  tg::Tensor idx, targets;
   std::vector<std::string> names;
   std::vector<tg::Tensor> params, v;
-  for (const auto& [name, p] : model.named_parameters()) {
-    names.push_back(name);
-    params.push_back(p.detach());
-    v.push_back(tg::randn(p.shape(), rng, config.dtype));
+  tg::Function loss;
+
+  GptLoss(const benchmark::State& st, tg::Rng& rng) : model(config(st), rng) {
+    const int64_t V = st.range(0), B = st.range(5), Tn = st.range(4);
+    std::uniform_int_distribution<int64_t> token(0, V - 1);
+    std::vector<int64_t> ids(static_cast<size_t>(2 * B * Tn));
+    for (int64_t& id : ids) id = token(rng.engine());
+    idx = tg::from_indices({ids.begin(), ids.begin() + B * Tn}, {B, Tn});
+    targets = tg::from_indices({ids.begin() + B * Tn, ids.end()}, {B, Tn});
+    for (const auto& [name, p] : model.named_parameters()) {
+      names.push_back(name);
+      params.push_back(p.detach());
+      v.push_back(tg::randn(p.shape(), rng, p.dtype()));
+    }
+    loss = [this](const std::vector<tg::Tensor>& p) {
+      for (std::size_t k = 0; k < names.size(); ++k) model.set_parameter(names[k], p[k]);
+      return std::vector<tg::Tensor>{model.loss(idx, targets)};
+    };
   }
-  const tg::Function loss = [&](const std::vector<tg::Tensor>& p) {
-    for (std::size_t k = 0; k < names.size(); ++k) model.set_parameter(names[k], p[k]);
-    return std::vector<tg::Tensor>{model.loss(idx, targets)};
+  static tg::nn::GPTConfig config(const benchmark::State& st) {
+    tg::nn::GPTConfig c;
+    c.vocab_size = st.range(0);
+    c.n_layer = st.range(1);
+    c.n_head = st.range(2);
+    c.n_embd = st.range(3);
+    c.block_size = st.range(4);
+    c.dropout = 0.0;
+    c.dtype = tg::dtype_of<T>();
+    return c;
+  }
+};
+
+template <class T>
+void BM_Functional_HvpGpt(benchmark::State& st) {
+  tg::Rng rng(0);
+  GptLoss<T> g(st, rng);
+  benchmark::DoNotOptimize(tg::hvp(g.loss, g.params, g.v));
+  for (auto _ : st) benchmark::DoNotOptimize(tg::hvp(g.loss, g.params, g.v));
+}
+
+// Forward mode's cost: J 1 is the jvp of the GPT's loss in all its parameters (one forward pass
+// with dual parameters, every op's tangent rule, no backward), J 0 the plain forward of the same
+// loss with grad mode off; the ratio of the two is what forward mode adds.
+template <class T>
+void BM_Functional_JvpGpt(benchmark::State& st) {
+  tg::Rng rng(0);
+  GptLoss<T> g(st, rng);
+  const bool jvp = st.range(6) == 1;
+  auto run = [&] {
+    if (jvp) return tg::jvp(g.loss, g.params, g.v).jvps[0];
+    const tg::NoGradGuard off;
+    return g.loss(g.params)[0];
   };
-  benchmark::DoNotOptimize(tg::hvp(loss, params, v));
-  for (auto _ : st) benchmark::DoNotOptimize(tg::hvp(loss, params, v));
+  benchmark::DoNotOptimize(run());
+  for (auto _ : st) benchmark::DoNotOptimize(run());
 }
 
 void mlp_size(benchmark::internal::Benchmark* b) {
   b->Args({32, 16, 32, 14})->ArgNames({"N", "D", "H", "O"})->Unit(benchmark::kMillisecond);
+}
+void jvp_size(benchmark::internal::Benchmark* b) {
+  for (int64_t j : {0, 1}) b->Args({65, 4, 4, 128, 64, 12, j});
+  b->ArgNames({"V", "L", "H", "C", "T", "B", "J"})->Unit(benchmark::kMillisecond);
 }
 void gpt_size(benchmark::internal::Benchmark* b) {
   b->Args({65, 2, 2, 64, 32, 4})->ArgNames({"V", "L", "H", "C", "T", "B"})->Unit(benchmark::kMillisecond);
@@ -82,5 +119,8 @@ BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, float)->Apply(mlp_size);
 BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, double)->Apply(mlp_size);
 BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, float)->Apply(gpt_size);
 BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, double)->Apply(gpt_size);
+// nanoGPT's CPU recipe (bench/gpt_bench.cpp), plain forward (J 0) and jvp (J 1).
+BENCHMARK_TEMPLATE(BM_Functional_JvpGpt, float)->Apply(jvp_size);
+BENCHMARK_TEMPLATE(BM_Functional_JvpGpt, double)->Apply(jvp_size);
 
 }  // namespace

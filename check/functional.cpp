@@ -7,6 +7,8 @@
 #include <tapegrad/check/functional.h>
 
 #include <string>
+
+#include <tapegrad/check/functional_detail.h>
 #include <utility>
 
 #include <tapegrad/autograd/engine.h>
@@ -14,7 +16,7 @@
 #include <tapegrad/ops/stack.h>
 
 namespace tg {
-namespace {
+namespace functional_detail {
 
 std::string nth(const char* what, std::size_t i) { return std::string(what) + " " + std::to_string(i); }
 
@@ -289,7 +291,8 @@ HessianProduct<Tensor> hessian_product(const TensorFunction& f, const Tensor& x,
   return {r.output, r.product[0]};
 }
 
-}  // namespace
+}  // namespace functional_detail
+using namespace functional_detail;
 
 VjpResult<std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>& primals,
                                    const std::vector<Tensor>& cotangents,
@@ -323,6 +326,13 @@ Tensor jacobian(const TensorFunction& f, const Tensor& input, const FunctionalOp
 Jacobian hessian(const Function& f, const std::vector<Tensor>& inputs,
                  const FunctionalOptions& options) {
   const std::string who = "hessian";
+  if (!options.create_graph && !options.strict) {
+    try {
+      return hessian_forward_over_reverse(f, inputs, who);
+    } catch (const GraphError& e) {
+      if (!is_missing_rule(e)) throw;  // else reverse over reverse below
+    }
+  }
   // The gradient of f as a function of the inputs, built with create_graph: its Jacobian is H.
   const Function gradient = [&](const std::vector<Tensor>& x) {
     const Function scalar_f = [&](const std::vector<Tensor>& xi) {

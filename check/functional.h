@@ -22,8 +22,15 @@
 // std::vector<Tensor>; each function also takes f of one Tensor returning one Tensor, and then
 // returns Tensors instead of vectors. Inputs, outputs and cotangents are float32 or float64.
 //
-// Forward mode (tg::jvp, jacobian's forward strategy, forward-over-reverse Hessians) is not
-// here: it comes with the ops' tangent rules (DESIGN.md, "Autodiff beyond reverse mode").
+// Forward mode (functional_forward.cpp), on the ops' tangent rules (autograd/forward_ad.h):
+//
+//   jvp(f, x, t)      = (f(x), J t)           one forward pass with dual inputs, no backward
+//   jacobian(f, x, JacobianMode::forward)     one such pass per element of each x_j: the columns
+//   hessian(f, x)     forward over reverse: in a DualLevel with x_j + e_k eps, grad f by the
+//                     reverse pass carries column k of H[.][j] as its tangent; where f meets an
+//                     op without a tangent rule, or with create_graph or strict, reverse over
+//                     reverse as above
+//
 // Built on tg::grad's engine (which can leave an unreached input's gradient undefined, PyTorch's
 // None, for strict mode). Jacobians are assembled with ops' stack and reshape: it lives in check/,
 // above ops, beside gradcheck.
@@ -77,6 +84,33 @@ VjpResult<Tensor> vjp(const TensorFunction& f, const Tensor& primal,
 Jacobian jacobian(const Function& f, const std::vector<Tensor>& inputs,
                   const FunctionalOptions& options = {});
 Tensor jacobian(const TensorFunction& f, const Tensor& input, const FunctionalOptions& options = {});
+
+/// What jvp returns: f's outputs and J t for each output.
+template <class T>
+struct JvpResult {
+  T outputs;
+  T jvps;
+};
+
+/// f's outputs and J t (one tensor per output, of its shape) by forward mode: one pass with
+/// dual inputs, no backward (torch.func.jvp; torch.autograd.functional.jvp's results). t holds one
+/// tangent per input (of its shape and dtype); empty is allowed for one input of one element
+/// (then 1). An output no input reaches gets zeros, or with `strict` a GraphError. Throws as vjp
+/// does for t, and GraphError when f meets an op without a tangent rule (naming it) or a
+/// forward-AD level is open already.
+JvpResult<std::vector<Tensor>> jvp(const Function& f, const std::vector<Tensor>& primals,
+                                   const std::vector<Tensor>& tangents = {},
+                                   const FunctionalOptions& options = {});
+JvpResult<Tensor> jvp(const TensorFunction& f, const Tensor& primal, const Tensor& tangent = Tensor(),
+                      const FunctionalOptions& options = {});
+
+/// How jacobian computes: a backward per output element (reverse), or a forward pass per input
+/// element (forward: fewer passes where the inputs are the smaller side). The results are equal.
+enum class JacobianMode { reverse, forward };
+Jacobian jacobian(const Function& f, const std::vector<Tensor>& inputs, JacobianMode mode,
+                  const FunctionalOptions& options = {});
+Tensor jacobian(const TensorFunction& f, const Tensor& input, JacobianMode mode,
+                const FunctionalOptions& options = {});
 
 /// The Hessian blocks H[i][j] = d2 f / dx_i dx_j of shape x_i.shape + x_j.shape of a function
 /// returning one tensor of one element. Throws as jacobian does, and ValueError / ShapeError

@@ -15,10 +15,8 @@
 
 namespace tg {
 
-namespace {
+namespace detail {
 
-// Which inputs are checked: as torch.autograd.gradcheck, the ones that require grad; when none
-// does, every floating one. Int64 and bool inputs (indices, masks) never are.
 std::vector<bool> checked_inputs(const std::vector<Tensor>& inputs) {
   const bool any = std::any_of(inputs.begin(), inputs.end(),
                                [](const Tensor& x) { return x.defined() && x.requires_grad(); });
@@ -27,6 +25,12 @@ std::vector<bool> checked_inputs(const std::vector<Tensor>& inputs) {
     checked.push_back(x.defined() && is_floating(x.dtype()) && (!any || x.requires_grad()));
   return checked;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::checked_inputs;
 
 // Fresh leaves holding `values`, so each evaluation builds its own graph; the checked ones
 // require grad, the others are passed as they are.
@@ -319,12 +323,25 @@ Function lift(const ScalarFunction& f) {
 
 GradcheckResult gradcheck(const Function& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options) {
-  return check(f, inputs, options);
+  GradcheckResult r = check(f, inputs, options);
+  r.forward_ad = "not checked: check_forward_ad is off";
+  if (!options.check_forward_ad || !r.passed) return r;
+  try {
+    const GradcheckResult fw = check_forward_ad(f, inputs, options);
+    r.forward_ad = fw.message;
+    if (!fw.passed) r.passed = false, r.message = fw.message;
+  } catch (const GraphError& e) {
+    // On by default where every op has a rule: an op without one means forward mode is not
+    // checked, not that the reverse check failed.
+    if (!std::string(e.what()).starts_with("forward AD: '")) throw;
+    r.forward_ad = std::string("not checked: ") + e.what();
+  }
+  return r;
 }
 
 GradcheckResult gradcheck(const ScalarFunction& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options) {
-  return check(lift(f), inputs, options);
+  return gradcheck(lift(f), inputs, options);
 }
 
 GradcheckResult gradgradcheck(const Function& f, const std::vector<Tensor>& inputs,

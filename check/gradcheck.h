@@ -39,6 +39,9 @@ struct GradcheckOptions {
   bool warn_vacuous = true;
   /// Seed of fast mode's projections and of gradgradcheck's random grad_outputs.
   uint64_t seed = 0;
+  /// gradcheck also checks forward mode (check_forward_ad below), where every op f meets has a
+  /// tangent rule; where one has none, the result's forward_ad says so and nothing fails.
+  bool check_forward_ad = true;
 };
 
 struct GradcheckResult {
@@ -60,6 +63,9 @@ struct GradcheckResult {
   double analytical = 0;
   double numerical = 0;
   std::string message;  // "ok", or what failed and where
+  /// gradcheck's forward-mode check: "ok", "not checked: ..." (an op without a tangent rule, or
+  /// check_forward_ad off), or what failed (then passed is false and message says it too).
+  std::string forward_ad;
   std::vector<std::string> warnings;
   explicit operator bool() const { return passed; }
 };
@@ -69,6 +75,21 @@ GradcheckResult gradcheck(const Function& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 GradcheckResult gradcheck(const ScalarFunction& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+/// Forward mode checked as torch.autograd.gradcheck's check_forward_ad: for random tangents t of
+/// the checked inputs (and weights u of the outputs), J t by one forward pass in a DualLevel
+/// against central differences (atol + rtol), and <u, J t> against <J^T u, t> from the reverse
+/// pass (1e-10 relative in float64); with second_order, also forward over reverse (the tangent
+/// of J^T u) against reverse over reverse (1e-9 relative). Throws what f throws, and GraphError
+/// when f meets an op without a tangent rule.
+GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& inputs,
+                                 const GradcheckOptions& options = {}, bool second_order = false);
+
+namespace detail {
+/// Which inputs gradcheck checks: as torch.autograd.gradcheck, the ones that require grad; when
+/// none does, every floating one. Int64 and bool inputs (indices, masks) never are.
+std::vector<bool> checked_inputs(const std::vector<Tensor>& inputs);
+}  // namespace detail
 
 /// gradcheck of the first-order gradient: g(inputs, v) = grad(f(inputs), inputs, v) built with
 /// create_graph, for random grad_outputs v, checked against central differences of itself.

@@ -1,7 +1,9 @@
 # check/: sources of the tapegrad library (the top-level CMakeLists.txt includes this file).
 list(APPEND TAPEGRAD_SOURCES
   check/functional.cpp
+  check/functional_forward.cpp
   check/gradcheck.cpp
+  check/forward_check.cpp
   check/checker.cpp
   check/registry.cpp
   check/registry_training.cpp

@@ -1,6 +1,6 @@
 // add_mask: Y = X + M (M constant, broadcast over leading axes), except that Y = -inf exactly
 // where M = -inf whatever X holds there (a NaN in a masked score must not leak through the mask);
-//   dX = dY * keep, keep = (M != -inf): a masked entry does not depend on X
+//   dX = dY * keep,  tY = tX * keep,  keep = (M != -inf): a masked entry does not depend on X
 
 #include <tapegrad/ops/add_mask.h>
 
@@ -13,14 +13,38 @@
 
 namespace tg {
 
+namespace {
+
+// keep: 1 where visible, 0 where masked; undefined when nothing is (keep = 1). A constant of the
+// formula and the rule.
+Tensor visible(const Tensor& M) {
+  return dispatch(M.dtype(), [&]<class T>() {
+    Tensor k(M.shape(), M.dtype());
+    const T* m = M.data<T>();
+    bool masked = false;
+    for (int64_t i = 0; i < M.numel(); ++i) {
+      k.data<T>()[i] = m[i] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);
+      masked = masked || k.data<T>()[i] == T(0);
+    }
+    return masked ? k : Tensor();
+  });
+}
+
+// g * keep (X's shape), or g itself when nothing is masked.
+Tensor keep_visible(const Tensor& g, const Tensor& keep) {
+  return keep.defined() ? mul(g, keep) : g;
+}
+
+}  // namespace
+
 Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& where) {
   detail::check_same_dtype("add_mask", X, M);
   if (broadcast_shapes(X.shape(), M.shape(), "add_mask") != X.shape())
     throw ShapeError("add_mask: mask " + M.shape().str() + " does not broadcast to input " +
                      X.shape().str());
-  if (M.requires_grad())
+  if (M.requires_grad() || detail::tangent_of(M).defined())
     throw ValueError("add_mask: the mask " + M.shape().str() +
-                     " is a constant and must not require grad");
+                     " is a constant and must not require grad or carry a tangent");
   Tensor Y = dispatch(X.dtype(), [&]<class T>() {
     const T* m = M.data<T>();
     for (int64_t i = 0; i < M.numel(); ++i)
@@ -33,21 +57,16 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
       return (m == ninf).select(m, x + m);
     });
   });
-  // Records nothing; under checkpoint's forward, notes that X was read.
-  if (!is_grad_enabled() || !X.requires_grad()) return record("add_mask", Y, {X}, where);
-  const Tensor keep = dispatch(M.dtype(), [&]<class T>() {  // 1 where visible, 0 where masked
-      Tensor k(M.shape(), M.dtype());
-      const T* m = M.data<T>();
-      bool masked = false;
-      for (int64_t i = 0; i < M.numel(); ++i) {
-        k.data<T>()[i] = m[i] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);
-        masked = masked || k.data<T>()[i] == T(0);
-      }
-    return masked ? k : Tensor();
-  });
-  return record("add_mask", Y, {X}, where).formula([keep](const Tensor& dY) -> Grads {
-    return {keep.defined() ? mul(dY, keep) : dY};
-  });
+  // Records nothing; under checkpoint's forward, notes that X was read; in forward mode, X's
+  // tangent still goes through (keep made only then).
+  if (!is_grad_enabled() || !X.requires_grad())
+    return record("add_mask", Y, {X}, where).jvp([M](const Tangents& t) {
+      return keep_visible(t[0], visible(M));
+    });
+  const Tensor keep = visible(M);
+  return record("add_mask", Y, {X}, where)
+      .formula([keep](const Tensor& dY) -> Grads { return {keep_visible(dY, keep)}; })
+      .jvp([keep](const Tangents& t) { return keep_visible(t[0], keep); });
 }
 
 Tensor causal_mask(int64_t T, Dtype dtype, int64_t window, int64_t query_offset) {

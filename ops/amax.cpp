@@ -1,5 +1,6 @@
 // amax: Y = max_k X[o, k, i] (X seen as (outer, n, inner); NaN if the axis holds a NaN);
-//   dX = dY (kept as 1) * S,  S = (X == Y) / count(X == Y along the axis)
+//   dX = dY (kept as 1) * S,  S = (X == Y) / count(X == Y along the axis);
+//   tY = sum_k S tX along the axis (the mean of the tied entries' tangents)
 // S shares the gradient evenly between ties, as PyTorch's amax (where Y is NaN, S is 0 / 0 =
 // NaN along the whole axis, as PyTorch's). S is a constant: the second derivative through
 // it is 0, and dX is linear in dY. amin likewise with the smallest entry.
@@ -12,6 +13,7 @@
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -39,9 +41,11 @@ Tensor extreme_value(const char* op, const Tensor& X, int axis, bool keepdim, bo
         y[o * r.inner + i] = best;
       }
   });
-  return record(op, Y, {X}, where).formula([S, kept = r.kept](const Tensor& dY) -> Grads {
-    return {mul(reshape(dY, kept.vec()), S)};
-  });
+  return record(op, Y, {X}, where)
+      .formula([S, kept = r.kept](const Tensor& dY) -> Grads {
+        return {mul(reshape(dY, kept.vec()), S)};
+      })
+      .jvp([S, axis, keepdim](const Tangents& t) { return sum(mul(t[0], S), axis, keepdim); });
 }
 
 }  // namespace

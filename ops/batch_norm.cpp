@@ -4,6 +4,9 @@
 //   g = dY W:  training  dX = r (g - mean(g) - Xhat mean(g Xhat))   (the stats depend on X)
 //              evaluation dX = r g                                 (they are constants)
 //   dW = sum(dY Xhat),  dB = sum(dY)   (over every axis but 1)
+//   tY = tXhat W + Xhat tW + tB,  training   tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))
+//                                 evaluation tXhat = r tX
+//   (Xhat's Jacobian is symmetric: tXhat is dX's map applied to tX)
 //   running stats (training): r_mean = (1 - m) r_mean + m mu,
 //                             r_var = (1 - m) r_var + m var M / (M - 1)   (unbiased, as PyTorch)
 // The forward runs channel by channel in double; the formula recomputes Xhat with ops.
@@ -20,6 +23,7 @@
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -84,6 +88,23 @@ Grads batch_norm_formula(const Tensor& X, const Tensor& W, const Tensor& B, cons
   if (W.defined() && W.requires_grad()) dW = sum(mul(dY, Xhat), dims);  // (C,)
   if (B.defined() && B.requires_grad()) dB = sum(dY, dims);             // (C,)
   return {dX, dW, dB};
+}
+
+// The tangent rule, in ops; `mu` and `r` as in the formula.
+Tensor batch_norm_jvp(const Tensor& X, const Tensor& W, const Tensor& mu, const Tensor& r,
+                      double eps, const Tangents& t) {
+  const std::vector<int> dims = reduced_axes(X.rank());
+  const detail::Normalized n = mu.defined() ? detail::Normalized{mul(sub(X, mu), r), r}
+                                            : detail::normalize_over(X, dims, eps);
+  const Tensor from_x = detail::tangent_term(t[0], [&](const Tensor& tX) {
+    const Tensor tXhat = mu.defined() ? mul(tX, r) : detail::normalize_over_backward(n, tX, dims);
+    return W.defined() ? mul(tXhat, per_channel(W, X.rank())) : tXhat;  // (N, C, ...)
+  });
+  const Tensor from_w = detail::tangent_term(
+      t[1], [&](const Tensor& tW) { return mul(n.Xhat, per_channel(tW, X.rank())); });
+  const Tensor from_b = detail::tangent_term(
+      t[2], [&](const Tensor& tB) { return per_channel(tB, X.rank()); });
+  return detail::tangent_sum(detail::tangent_sum(from_x, from_w, X.shape()), from_b, X.shape());
 }
 
 // Per channel mean and 1 / sqrt(var + eps) of the batch (training: also the running stats'
@@ -154,6 +175,9 @@ Tensor batch_norm(const Tensor& X, const Tensor& running_mean, const Tensor& run
       .saves(X, W)
       .formula([X, W, B, mu_c, r_c, eps](const Tensor& dY) -> Grads {
         return batch_norm_formula(X, W, B, mu_c, r_c, eps, dY);
+      })
+      .jvp([X, W, mu_c, r_c, eps](const Tangents& t) {
+        return batch_norm_jvp(X, W, mu_c, r_c, eps, t);
       });
 }
 

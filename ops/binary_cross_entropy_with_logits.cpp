@@ -2,7 +2,8 @@
 // (stable), q = 1 + (P - 1) Y (q = 1 without pos_weight P):
 //   E = (1 - Y) X - q l,  L = reduce(E),  f = 1 / N for the mean, else 1;
 //   dX = dL f ((1 - Y + P Y) s - P Y)   (= dL f (s - Y) without P),
-//   dY = dL f (-X - (P - 1) l)          (= -dL f X without P)
+//   dY = dL f (-X - (P - 1) l)          (= -dL f X without P);
+//   tL = sum(f (((1 - Y + P Y) s - P Y) tX - (X + (P - 1) l) tY))   (the terms themselves for none)
 
 #include <tapegrad/ops/binary_cross_entropy_with_logits.h>
 
@@ -14,6 +15,8 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/sigmoid.h>
+#include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -45,6 +48,18 @@ void check_inputs(const Tensor& X, const Tensor& Y, const Tensor& P) {
                      "it); pass pos_weight.detach(): " + shapes);
 }
 
+// dE/dX = (1 - Y + P Y) s - P Y  (= s - Y without P), from s = sigmoid(X).
+Tensor slope_x(const Tensor& s, const Tensor& Y, const Tensor& P) {
+  if (!P.defined()) return sub(s, Y);
+  const Tensor PY = mul(P, Y);
+  return sub(mul(add(sub(1.0, Y), PY), s), PY);
+}
+
+// -dE/dY = X + (P - 1) l  (= X without P), l = log s.
+Tensor minus_slope_y(const Tensor& X, const Tensor& s, const Tensor& P) {
+  return P.defined() ? add(X, mul(sub(P, 1.0), log(s))) : X;
+}
+
 }  // namespace
 
 Tensor binary_cross_entropy_with_logits(const Tensor& X, const Tensor& Y,
@@ -73,16 +88,18 @@ Tensor binary_cross_entropy_with_logits(const Tensor& X, const Tensor& Y,
       .formula([X, Y, P, f](const Tensor& dL) -> Grads {
         const Tensor s = sigmoid(X);
         Tensor dX, dY;
-        if (!P.defined()) {
-          if (X.requires_grad()) dX = mul(dL, scale(sub(s, Y), f));
-          if (Y.requires_grad()) dY = mul(dL, scale(X, -f));
-        } else {
-          const Tensor PY = mul(P, Y);
-          if (X.requires_grad()) dX = mul(dL, scale(sub(mul(add(sub(1.0, Y), PY), s), PY), f));
-          if (Y.requires_grad())
-            dY = mul(dL, scale(add(X, mul(sub(P, 1.0), log(s))), -f));
-        }
+        if (X.requires_grad()) dX = mul(dL, scale(slope_x(s, Y, P), f));
+        if (Y.requires_grad()) dY = mul(dL, scale(minus_slope_y(X, s, P), -f));
         return {dX, dY};
+      })
+      .jvp([X, Y, P, f, reduction = o.reduction](const Tangents& t) {
+        const Tensor s = sigmoid(X);
+        const Tensor from_x = detail::tangent_term(
+            t[0], [&](const Tensor& tX) { return mul(scale(slope_x(s, Y, P), f), tX); });
+        const Tensor from_y = detail::tangent_term(
+            t[1], [&](const Tensor& tY) { return mul(scale(minus_slope_y(X, s, P), -f), tY); });
+        const Tensor tE = detail::tangent_sum(from_x, from_y, X.shape());
+        return reduction == Reduction::none ? tE : sum(tE);
       });
 }
 

@@ -1,4 +1,5 @@
-// broadcast_to: Y[i] = X[i with broadcast axes set to 0];  dX = sum_to(dY, X.shape)
+// broadcast_to: Y[i] = X[i with broadcast axes set to 0];  dX = sum_to(dY, X.shape);
+//   tY = broadcast_to(tX, Y.shape)
 // expand: broadcast_to with -1 sizes replaced by X's own.
 
 #include <tapegrad/ops/broadcast_to.h>
@@ -46,9 +47,9 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
       py += row;
     });
   });
-  return record("broadcast_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
-    return {sum_to(dY, sX)};
-  });
+  return record("broadcast_to", Y, {X}, where)
+      .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {sum_to(dY, sX)}; })
+      .jvp([shape](const Tangents& t) { return broadcast_to(t[0], shape); });
 }
 
 Tensor expand(const Tensor& X, const std::vector<int64_t>& sizes, const std::source_location& where) {

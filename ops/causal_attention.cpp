@@ -8,7 +8,10 @@
 // log-sum-exps (ops/attention_kernels.h). The same kernels serve three layouts: separate
 // (..., T, d) operands, heads packed along the last axis (causal_attention_heads), and Q, K, V
 // side by side in one (..., T, 3C) projection (causal_attention_qkv), whose backward writes
-// dQ, dK, dV into one gradient.
+// dQ, dK, dV into one gradient. The tangent rule (forward mode), in ops from A recomputed as in
+// the formula:
+//   tS = (tQ K^T + Q tK^T) scale;  tA = A * (tS - rowsum(tS * A));  tO = tA V + A tV
+// (A is exactly 0 where masked, so tA is too: masked entries have no tangent).
 
 #include <tapegrad/ops/causal_attention.h>
 
@@ -25,6 +28,7 @@
 #include <tapegrad/ops/scale.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -169,6 +173,36 @@ Grads heads_formula(const Tensor& Q, const Tensor& K, const Tensor& V, const Ten
   return {merge_heads(g[0], batched), merge_heads(g[1], batched), merge_heads(g[2], batched)};
 }
 
+// The tangent rule, in ops: the weights recomputed as in the formula, then
+//   tS = (tQ K^T + Q tK^T) sc;  tA = A * (tS - rowsum(tS * A));  tO = tA V + A tV
+// with a term only for each tangent there is (an undefined one is zero).
+Tensor attention_tangent(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& tQ,
+                         const Tensor& tK, const Tensor& tV, const AttentionDims& s, double sc) {
+  using detail::tangent_sum, detail::tangent_term;
+  const Tensor A = causal_attention_weights(Q, K, sc, s.window, s.query_offset).A;  // (.., T, T_k)
+  const Tensor tQK = tangent_term(tQ, [&](const Tensor& t) { return matmul(t, K, false, true); });
+  const Tensor QtK = tangent_term(tK, [&](const Tensor& t) { return matmul(Q, t, false, true); });
+  const Tensor tS = tangent_term(tangent_sum(tQK, QtK, A.shape()),
+                                 [sc](const Tensor& t) { return scale(t, sc); });  // (.., T, T_k)
+  const Tensor tO_A = tangent_term(tS, [&](const Tensor& t) {
+    return matmul(mul(A, sub(t, sum(mul(t, A), -1, true))), V);                  // tA V
+  });
+  const Tensor tO_V = tangent_term(tV, [&](const Tensor& t) { return matmul(A, t); });  // A tV
+  return tangent_sum(tO_A, tO_V, with_rows(V, s.T));                             // (.., T, d_v)
+}
+
+// The same for s.H heads packed along the last axis: split (tangents too), per head, merge.
+Tensor heads_tangent(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& tQ,
+                     const Tensor& tK, const Tensor& tV, const AttentionDims& s, double sc) {
+  const int64_t H = s.H;
+  auto split_t = [H](const Tensor& t) {
+    return detail::tangent_term(t, [H](const Tensor& x) { return split_heads(x, H); });
+  };
+  const Tensor tO = attention_tangent(split_heads(Q, H), split_heads(K, H), split_heads(V, H),
+                                      split_t(tQ), split_t(tK), split_t(tV), s, sc);
+  return detail::tangent_term(tO, [&](const Tensor& t) { return merge_heads(t, Q.rank() == 3); });
+}
+
 // What the fused forward keeps for the fused backward, laid out by detail::kept_layout.
 struct Kept {
   Tensor buf;
@@ -202,10 +236,10 @@ void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tenso
 }
 
 // Runs the fused kernels on separate Q, K, V and records the derivative: `formula` in ops, and
-// the fused backward kernel.
-template <class Formula>
+// the fused backward kernel; `tangent`, the tangent rule.
+template <class Formula, class Tangent>
 Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
-             const AttentionDims& s, double sc, Formula formula,
+             const AttentionDims& s, double sc, Formula formula, Tangent tangent,
              const std::source_location& where) {
   Tensor O(with_rows(V, s.T), Q.dtype());  // (.., T, d_v)
   const Kept kept =
@@ -217,6 +251,9 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
         Tensor dQ(Q.shape(), Q.dtype()), dK(K.shape(), K.dtype()), dV(V.shape(), V.dtype());
         backward_all(Q, K, V, O, dO, kept, dQ, dK, dV, s, sc);
         return {dQ, dK, dV};
+      })
+      .jvp([Q, K, V, s, sc, tangent](const Tangents& t) {
+        return tangent(Q, K, V, t[0], t[1], t[2], s, sc);  // tO
       });
 }
 
@@ -225,7 +262,8 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
 Tensor causal_attention(const Tensor& Q, const Tensor& K, const Tensor& V, double sc,
                         int64_t window, int64_t query_offset, const std::source_location& where) {
   const AttentionDims s = check_layout(Layout::separate, Q, K, V, 1, window, query_offset);
-  return fused("causal_attention", Q, K, V, s, sc, attention_formula, where);
+  return fused("causal_attention", Q, K, V, s, sc, attention_formula, attention_tangent,
+               where);
 }
 
 Tensor causal_attention_composed(const Tensor& Q, const Tensor& K, const Tensor& V, double sc,
@@ -239,7 +277,7 @@ Tensor causal_attention_heads(const Tensor& Q, const Tensor& K, const Tensor& V,
                               double sc, int64_t window, int64_t query_offset,
                               const std::source_location& where) {
   const AttentionDims s = check_layout(Layout::heads, Q, K, V, heads, window, query_offset);
-  return fused("causal_attention_heads", Q, K, V, s, sc, heads_formula, where);
+  return fused("causal_attention_heads", Q, K, V, s, sc, heads_formula, heads_tangent, where);
 }
 
 Tensor causal_attention_heads_composed(const Tensor& Q, const Tensor& K, const Tensor& V,
@@ -275,6 +313,10 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
         Tensor dQKV(QKV.shape(), QKV.dtype());
         backward_all(QKV, QKV, QKV, O, dO, kept, dQKV, dQKV, dQKV, s, sc);
         return {dQKV};
+      })
+      .jvp([QKV, C, s, sc](const Tangents& t) {
+        const std::vector<Tensor> qkv = split(QKV, C, -1), tqkv = split(t[0], C, -1);
+        return heads_tangent(qkv[0], qkv[1], qkv[2], tqkv[0], tqkv[1], tqkv[2], s, sc);
       });
 }
 

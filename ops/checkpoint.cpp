@@ -1,6 +1,10 @@
 // checkpoint (see checkpoint.h). The forward runs fn with grad mode off, noting the tensors that
 // require grad it reads (a ReadCollector): the node it makes has them as its edges, and the
 // recomputation. The backward pass splices the recomputed graph in (autograd/backward_pass.cpp).
+// Forward mode: inside a DualLevel, checkpoint is fn itself (no region node), so tangents flow
+// through fn's ops and their rules record as in the plain run (reverse over forward, forward
+// over reverse). The region's node could not carry them: a tangent made in fn's first run (grad
+// mode off) would sit on no tape, so reverse over forward would miss its gradient.
 
 #include <tapegrad/ops/checkpoint.h>
 
@@ -79,7 +83,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     if (r == nullptr) throw ValueError(who + ": options.rngs holds a null Rng");
     if (std::find(rngs.begin(), rngs.end(), r) == rngs.end()) rngs.push_back(r);
   }
-  if (!is_grad_enabled()) return fn(inputs);
+  if (!is_grad_enabled() || detail::forward_level() != 0) return fn(inputs);
 
   const std::vector<uint64_t> input_versions = versions(inputs);
   std::vector<Rng> rngs_then;

@@ -15,7 +15,8 @@
 // from (dropout's) goes in `rngs`; its state is kept at the forward and put back for the
 // recomputation (then restored), so the masks are the same. A recomputation that gives other
 // values than the forward (an Rng not listed, a parameter or mode changed since) throws
-// GraphError rather than computing wrong gradients. With grad mode off, or when fn reads nothing
+// GraphError rather than computing wrong gradients. With grad mode off, inside a forward-AD
+// level (fwad::DualLevel: tangents go through fn's own ops, on the tape), or when fn reads nothing
 // that requires grad, checkpoint is fn itself. Nested checkpoints work.
 //
 // Unlike PyTorch's first run, the forward runs fn with grad mode off (so that it keeps nothing):

@@ -5,6 +5,8 @@
 // The derivative, with the same pieces (dX is a transposed convolution: the products' adjoint,
 // folded back onto the pixels by col2im, im2col's adjoint):
 //   dX = col2im(W[g]^T dY[n, g])     dW[g] = sum_n dY[n, g] cols[n, g]^T     db = sum(dY, {0, 2, 3})
+// The op is linear in X, in W and in b, so its tangent is two convolutions and the bias term:
+//   tY = conv(tX, W) + conv(X, tW) + tb
 // conv1d is conv2d on a plane of height 1. The formula (create_graph) is always this one; the
 // kernels compute a 3 x 3 kernel at stride 1 over 8 or more channels a group (pytorch/examples'
 // conv2 and most CNNs' layers) by Winograd's F(2 x 2, 3 x 3) instead (ops/winograd.h: 2.25x fewer
@@ -25,6 +27,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 #include <tapegrad/ops/threads.h>
 #include <tapegrad/ops/winograd.h>
 
@@ -210,6 +213,26 @@ void backward_kernel(const ConvDims& s, const T* x, const T* w, const T* dy, T* 
   }
 }
 
+// (below: the tangent rule convolves the tangents with it)
+Tensor conv_checked(const char* op, const Tensor& X, const Tensor& W, const Tensor& b,
+                    Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
+                    const std::source_location& where);
+
+// The tangent rule: tY = conv(tX, W) + conv(X, tW) + tb, a term for each tangent there is.
+Tensor conv_tangent(const char* op, const Tensor& X, const Tensor& W, const Tangents& t,
+                    const Shape& y_shape, Int2 stride, Int2 padding, Int2 dilation,
+                    int64_t groups, const std::source_location& where) {
+  auto conv = [&](const Tensor& x, const Tensor& w) {
+    return conv_checked(op, x, w, Tensor(), stride, padding, dilation, groups, where);
+  };
+  const Tensor tY_X = detail::tangent_term(t[0], [&](const Tensor& tX) { return conv(tX, W); });
+  const Tensor tY_W = detail::tangent_term(t[1], [&](const Tensor& tW) { return conv(X, tW); });
+  const Tensor tY_b = detail::tangent_term(t[2], [&](const Tensor& tb) {
+    return reshape(tb, {1, tb.size(0), 1, 1}, where);  // (1, C_out, 1, 1)
+  });
+  return detail::tangent_sum(detail::tangent_sum(tY_X, tY_W, y_shape), tY_b, y_shape);
+}
+
 // conv2d on checked 4-D tensors (conv1d's reshaped ones too), recorded as `op`.
 Tensor conv_checked(const char* op, const Tensor& X, const Tensor& W, const Tensor& b,
                     Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
@@ -260,6 +283,10 @@ Tensor conv_checked(const char* op, const Tensor& X, const Tensor& W, const Tens
           backward_kernel<T>(s, X.data<T>(), W.data<T>(), dY.data<T>(), ptr(dX), ptr(dW), ptr(db));
         });
         return {dX, dW, db};
+      })
+      .jvp([op, X, W, stride, padding, dilation, groups, where](const Tangents& t,
+                                                                const Tensor& Y) {
+        return conv_tangent(op, X, W, t, Y.shape(), stride, padding, dilation, groups, where);
       });
 }
 

@@ -2,7 +2,8 @@
 // lse_n = log sum_c e^X[n,c], class weights w (all 1 without a weight), eps = label_smoothing:
 //   y = sum_{n kept} sum_c a[n,c] (lse_n - X[n,c]) / W,   W = sum_{n kept} w_{t_n},
 //   a[n,c] = (1 - eps) w_{t_n} [c = t_n] + (eps / V) w_c
-//   dX = dy (softmax(X) s - C),  C = a / W on kept rows (0 on ignored ones),  s_n = sum_c C[n,c]
+//   dX = dy (softmax(X) s - C),  C = a / W on kept rows (0 on ignored ones),  s_n = sum_c C[n,c];
+//   ty = sum((softmax(X) s - C) tX)   (ignored rows add 0)
 // W = 0 (every target ignored) gives y = NaN (0 / 0, as PyTorch) and dX = 0.
 
 #include <tapegrad/ops/cross_entropy.h>
@@ -18,6 +19,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/softmax.h>
 #include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -143,6 +145,12 @@ std::pair<Tensor, Tensor> coefficient_tensors(const Coefficients& c, const Shape
   return {C, s};
 }
 
+// dy/dX = softmax(X) s - C, in ops.
+Tensor loss_slope(const Tensor& X, const Coefficients& c) {
+  const auto [C, s] = coefficient_tensors(c, X.shape(), X.dtype());
+  return sub(mul(softmax(X), s), C);
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyOptions& options,
@@ -156,8 +164,7 @@ Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyO
   return record("cross_entropy", std::move(y), {X}, where)
       .saves(X)
       .formula([X, c](const Tensor& dy) -> Grads {
-        const auto [C, s] = coefficient_tensors(*c, X.shape(), X.dtype());
-        return {mul(sub(mul(softmax(X), s), C), dy)};  // dy is rank 0 and broadcasts
+        return {mul(loss_slope(X, *c), dy)};  // dy is rank 0 and broadcasts
       })
       .kernel([X, c](const Tensor& dy) -> Grads {
         // The same products, fused into one pass per row (softmax computed as the softmax op does).
@@ -180,7 +187,8 @@ Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyO
           }
         });
         return {dX};
-      });
+      })
+      .jvp([X, c](const Tangents& t) { return sum(mul(loss_slope(X, *c), t[0])); });
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -1,4 +1,5 @@
-// dropout: Y = X * M,  M_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1) from the rng;  dX = dY * M
+// dropout: Y = X * M,  M_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1) from the rng;  dX = dY * M;
+//   tY = tX * M
 // p = 1 drops everything: M = 0 (not 0 / 0). In eval or with p = 0, Y is X itself.
 
 #include <tapegrad/ops/dropout.h>
@@ -31,9 +32,9 @@ Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
     detail::MapArr<T>(Y.data<T>(), n) =
         detail::CMapArr<T>(X.data<T>(), n) * detail::CMapArr<T>(m, n);
   });
-  return record("dropout", std::move(Y), {X}, where).formula([mask](const Tensor& dY) -> Grads {
-    return {mul(dY, mask)};
-  });
+  return record("dropout", std::move(Y), {X}, where)
+      .formula([mask](const Tensor& dY) -> Grads { return {mul(dY, mask)}; })
+      .jvp([mask](const Tangents& t) { return mul(t[0], mask); });
 }
 
 }  // namespace tg

@@ -1,6 +1,8 @@
 // embedding: Y[k, :] = W[idx[k], :];  dW = zeros (V, C), then dW[idx[k], :] += dY[k, :] for each k
 // That index_add is its own op, "embedding_backward", whose derivative is embedding again
 // (d(dY)[k, :] = ddW[idx[k], :]), so both directions are twice differentiable.
+// Both are linear: tY = embedding(idx, tW), and embedding_backward's is embedding_backward of
+// the tangent.
 
 #include <tapegrad/ops/embedding.h>
 
@@ -35,7 +37,10 @@ Tensor embedding_backward(const Tensor& dY, const Tensor& indices, int64_t V,
   Tensor dW = index_add(dY, indices, V);
   return record("embedding_backward", std::move(dW), {dY}, where)
       .saves(indices)
-      .formula([indices](const Tensor& ddW) -> Grads { return {embedding(indices, ddW)}; });
+      .formula([indices](const Tensor& ddW) -> Grads { return {embedding(indices, ddW)}; })
+      .jvp([indices, V, where](const Tangents& t) {
+        return embedding_backward(t[0], indices, V, where);
+      });
 }
 
 }  // namespace
@@ -76,7 +81,8 @@ Tensor embedding(const Tensor& indices, const Tensor& W, const std::source_locat
       .saves(indices)
       .formula([indices, V, where](const Tensor& dY) -> Grads {
         return {embedding_backward(dY, indices, V, where)};
-      });
+      })
+      .jvp([indices, where](const Tangents& t) { return embedding(indices, t[0], where); });
 }
 
 }  // namespace tg

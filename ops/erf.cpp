@@ -1,4 +1,5 @@
-// erf: Y = 2/sqrt(pi) int_0^X exp(-t^2) dt;  dX = dY 2/sqrt(pi) exp(-X^2)
+// erf: Y = 2/sqrt(pi) int_0^X exp(-t^2) dt;  dX = dY 2/sqrt(pi) exp(-X^2);
+//   tY = tX 2/sqrt(pi) exp(-X^2)
 
 #include <tapegrad/ops/erf.h>
 
@@ -21,9 +22,14 @@ Tensor erf(const Tensor& X, const std::source_location& where) {
     T* y = Y.data<T>();
     for (int64_t i = 0, n = X.numel(); i < n; ++i) y[i] = std::erf(x[i]);
   });
-  return record("erf", Y, {X}, where).saves(X).formula([X](const Tensor& dY) -> Grads {
-    return {mul(dY, scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)))};
-  });
+  return record("erf", Y, {X}, where)
+      .saves(X)
+      .formula([X](const Tensor& dY) -> Grads {
+        return {mul(dY, scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)))};
+      })
+      .jvp([X](const Tangents& t) {
+        return mul(t[0], scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)));
+      });
 }
 
 }  // namespace tg

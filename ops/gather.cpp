@@ -1,7 +1,8 @@
 // gather:      Y[p] = X[p with p_axis replaced by index[p]]        (p over index's shape)
-//   dX = scatter_add(zeros(X.shape), axis, index, dY)
+//   dX = scatter_add(zeros(X.shape), axis, index, dY);  tY = gather(tX, axis, index)
 // scatter_add: Y = X;  Y[p with p_axis replaced by index[p]] += S[p]  (S of index's shape)
-//   dX = dY,  dS = gather(dY, axis, index)
+//   dX = dY,  dS = gather(dY, axis, index);  tY = scatter_add(tX, axis, index, tS) (linear in
+//   both: a missing tangent counts as zeros)
 // Each is the other's derivative (the index is a constant), so both are differentiable to any
 // order. max / min along an axis, index_select and the pools' backward lean on this pair.
 
@@ -78,7 +79,8 @@ Tensor gather(const Tensor& X, int axis, const Tensor& index, const std::source_
       .saves(index)
       .formula([sX = X.shape(), ax, index, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, index, dY, where)};
-      });
+      })
+      .jvp([ax, index, where](const Tangents& t) { return gather(t[0], ax, index, where); });
 }
 
 Tensor scatter_add(const Tensor& X, int axis, const Tensor& index, const Tensor& S,
@@ -98,6 +100,11 @@ Tensor scatter_add(const Tensor& X, int axis, const Tensor& index, const Tensor&
       .saves(index)
       .formula([ax, index, where, gx = X.requires_grad(), gs = S.requires_grad()](const Tensor& dY) -> Grads {
         return {gx ? dY : Tensor(), gs ? gather(dY, ax, index, where) : Tensor()};
+      })
+      .jvp([ax, index, where](const Tangents& t, const Tensor& Y) {
+        if (!t[1].defined()) return t[0];
+        const Tensor tX = t[0].defined() ? t[0] : zeros(Y.shape(), Y.dtype());
+        return scatter_add(tX, ax, index, t[1], where);
       });
 }
 

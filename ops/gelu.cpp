@@ -2,6 +2,7 @@
 //   none: Phi = (1 + erf(X / sqrt2)) / 2;  dX = dY (Phi + X phi),  phi = exp(-X^2 / 2) / sqrt(2 pi)
 //   tanh: Phi ~ (1 + t) / 2,  t = tanh(u),  u = b (X + k X^3),  b = sqrt(2 / pi),  k = 0.044715;
 //         dX = dY ((1 + t) / 2 + X (1 - t^2) b (1 + 3 k X^2) / 2)
+//   tY = tX Y'(X): the same expressions with tX for dY
 
 #include <tapegrad/ops/gelu.h>
 
@@ -102,6 +103,9 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
       .saves(X)
       .formula([X, tanh_mode](const Tensor& dY) -> Grads {
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
+      })
+      .jvp([X, tanh_mode](const Tangents& t) {
+        return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
       })
       .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
         Tensor dX(X.shape(), X.dtype());

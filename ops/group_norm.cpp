@@ -2,7 +2,9 @@
 //   mu = mean(Xg, -1), var = mean((Xg - mu)^2, -1), r = 1 / sqrt(var + eps),
 //   Xhat = (Xg - mu) r as (N, C, *),  Y = Xhat W + B  (W, B per channel);
 //   g = dY W as (N, G, M):  dX = r (g - mean(g) - Xhat mean(g Xhat))  (means over M),
-//   dW = sum(dY Xhat),  dB = sum(dY)   (over every axis but 1)
+//   dW = sum(dY Xhat),  dB = sum(dY)   (over every axis but 1);
+//   tY = tXhat W + Xhat tW + tB,  tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))  (over M; the
+//   Jacobian of Xhat is symmetric, so tXhat is dX's map applied to tX)
 // The forward runs group by group in double; the formula recomputes Xhat with ops.
 
 #include <tapegrad/ops/group_norm.h>
@@ -17,6 +19,7 @@
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -64,6 +67,25 @@ Grads group_norm_formula(const Tensor& X, int64_t G, const Tensor& W, const Tens
   return {dX, dW, dB};
 }
 
+// The tangent rule, in ops.
+Tensor group_norm_jvp(const Tensor& X, int64_t G, const Tensor& W, double eps, const Tangents& t) {
+  const int64_t N = X.size(0);
+  std::vector<int64_t> channel_shape(X.rank(), 1);
+  channel_shape[1] = X.size(1);
+  const detail::Normalized n = detail::normalize_over(reshape(X, {N, G, -1}), {-1}, eps);
+  const Tensor from_x = detail::tangent_term(t[0], [&](const Tensor& tX) {
+    const Tensor tXhat = reshape(detail::normalize_over_backward(n, reshape(tX, {N, G, -1}), {-1}),
+                                 X.shape().vec());  // (N, C, *)
+    return W.defined() ? mul(tXhat, reshape(W, channel_shape)) : tXhat;
+  });
+  const Tensor from_w = detail::tangent_term(t[1], [&](const Tensor& tW) {
+    return mul(reshape(n.Xhat, X.shape().vec()), reshape(tW, channel_shape));
+  });
+  const Tensor from_b =
+      detail::tangent_term(t[2], [&](const Tensor& tB) { return reshape(tB, channel_shape); });
+  return detail::tangent_sum(detail::tangent_sum(from_x, from_w, X.shape()), from_b, X.shape());
+}
+
 template <class T>
 void group_norm_forward(const Tensor& X, int64_t G, const Tensor& W, const Tensor& B, double eps,
                         Tensor& Y) {
@@ -98,7 +120,8 @@ Tensor group_norm(const Tensor& X, int64_t groups, const Tensor& W, const Tensor
       .saves(X, W)
       .formula([X, groups, W, B, eps](const Tensor& dY) -> Grads {
         return group_norm_formula(X, groups, W, B, eps, dY);
-      });
+      })
+      .jvp([X, groups, W, eps](const Tangents& t) { return group_norm_jvp(X, groups, W, eps, t); });
 }
 
 }  // namespace tg

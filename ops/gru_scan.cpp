@@ -6,6 +6,11 @@
 //   dGi_t = [dr, dz, dn],  dGh_t = [dr, dz, dn r]
 //   step t - 1 gets dh = dY[t - 1] + dh z + dGh_t W
 //   dW = sum_t dGh_t^T h_{t-1},  db = sum of dGh's rows,  dh_0 what reaches step 0.
+// Forward mode: the step equations differentiated, with th the tangent of h_t:
+//   tGh_t = th_{t-1} W^T + h_{t-1} tW^T + tb
+//   tr = (tGi_r + tGh_r) r (1 - r),  tz = (tGi_z + tGh_z) z (1 - z),
+//   tn = (tGi_n + tr Gh_n + r tGh_n) (1 - n^2),  th_t = (1 - z) tn + tz (h_{t-1} - n) + z th_{t-1}
+//   tY = (T, B, H): th_1 .. th_T.
 // One node for the whole sequence: the kernels run one GEMM per step (forward and backward; dW
 // is one GEMM over every step) and keep r, z, n and Gh_n; the formula recomputes them with ops,
 // step by step, so the op is twice differentiable.
@@ -26,6 +31,7 @@
 #include <tapegrad/ops/sigmoid.h>
 #include <tapegrad/ops/stack.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 #include <tapegrad/ops/tanh.h>
 
 namespace tg {
@@ -168,6 +174,50 @@ Grads gru_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const T
   return {stack(dGi, 0), dW, b.defined() ? sum_to(stack(dGh, 0), b.shape()) : Tensor(), dh};
 }
 
+// t, or zeros of `shape` where it is undefined (a zero tangent), so the steps read it alike.
+Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
+  return t.defined() ? t : zeros(shape, dtype);
+}
+
+// The tangent rule in ops: h_{t-1} read from the output Y, the gates recomputed from it for
+// every step at once, then the tangents' recurrence (math at the top), one GEMM a step.
+Tensor gru_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+                        const Tensor& h0, const Tangents& t, const Tensor& Y) {
+  const int64_t T = d.T, B = d.B, H = d.H;
+  if (T == 0) return zeros(Y.shape(), Y.dtype());
+  const Tensor h_prev = cat({reshape(h0, {1, B, H}), narrow(Y, 0, 0, T - 1)}, 0);  // (T, B, H)
+  Tensor gh = matmul(h_prev, W, false, true);  // (T, B, 3H)
+  if (b.defined()) gh = add(gh, b);
+  const Tensor rz = sigmoid(add(narrow(gi, 2, 0, 2 * H), narrow(gh, 2, 0, 2 * H)));  // [r, z]
+  const Tensor r = narrow(rz, 2, 0, H), z = narrow(rz, 2, H, H), ghn = narrow(gh, 2, 2 * H, H);
+  const Tensor n = tanh(add(narrow(gi, 2, 2 * H, H), mul(r, ghn)));  // (T, B, H)
+  // tGh's terms outside the recurrence, h_{t-1} tW^T + tb, every step at once
+  const Tensor hp_tW = detail::tangent_term(
+      t[1], [&](const Tensor& tW) { return matmul(h_prev, tW, false, true); });
+  const Tensor tGh_in =
+      or_zeros(detail::tangent_sum(hp_tW, t[2], gh.shape()), gh.shape(), Y.dtype());
+  auto steps = [](const Tensor& x) { return split(x, 1, 0); };  // T x (1, B, .)
+  const std::vector<Tensor> tGi_s = steps(or_zeros(t[0], gi.shape(), Y.dtype())),
+                            tGh_in_s = steps(tGh_in), rz_slope_s = steps(mul(rz, sub(1.0, rz))),
+                            n_slope_s = steps(sub(1.0, mul(n, n))), r_s = steps(r), z_s = steps(z),
+                            ghn_s = steps(ghn), one_minus_z_s = steps(sub(1.0, z)),
+                            h_minus_n_s = steps(sub(h_prev, n));
+  Tensor th = t[3].defined() ? reshape(t[3], {1, B, H}) : zeros(Shape{1, B, H}, Y.dtype());
+  std::vector<Tensor> ths;
+  for (int64_t s = 0; s < T; ++s) {
+    const Tensor tGh = add(tGh_in_s[s], matmul(th, W, false, true));  // (1, B, 3H)
+    const Tensor trz = mul(add(narrow(tGi_s[s], 2, 0, 2 * H), narrow(tGh, 2, 0, 2 * H)),
+                           rz_slope_s[s]);  // [tr, tz]
+    const Tensor tr = narrow(trz, 2, 0, H), tz = narrow(trz, 2, H, H);
+    const Tensor tn = mul(add(narrow(tGi_s[s], 2, 2 * H, H),
+                              add(mul(tr, ghn_s[s]), mul(r_s[s], narrow(tGh, 2, 2 * H, H)))),
+                          n_slope_s[s]);
+    th = add(add(mul(one_minus_z_s[s], tn), mul(tz, h_minus_n_s[s])), mul(z_s[s], th));
+    ths.push_back(th);
+  }
+  return cat(ths, 0);  // (T, B, H)
+}
+
 }  // namespace
 
 Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
@@ -185,6 +235,9 @@ Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor
         return dispatch(W.dtype(), [&]<class T>() {
           return backward_kernel<T>(d, W, b, h0, Y, S, dY);
         });
+      })
+      .jvp([d, gi, W, b, h0](const Tangents& t, const Tensor& Y) {
+        return gru_scan_tangent(d, gi, W, b, h0, t, Y);
       });
 }
 

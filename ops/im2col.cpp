@@ -1,7 +1,8 @@
 // im2col: cols[n, (c kH + i) kW + j, oh W_out + ow] = X[n, c, oh sH - pH + i dH, ow sW - pW + j dW]
 //   (0 where that index falls in the padding). A linear map, so its derivative is its adjoint:
 //   dX = col2im(dcols), which adds each column entry back onto the pixel it was read from;
-//   and col2im's derivative is im2col again (the adjoint of the adjoint).
+//   and col2im's derivative is im2col again (the adjoint of the adjoint). Being linear, each
+//   one's tangent is itself applied to the tangent: tcols = im2col(tX), tX = col2im(tcols).
 
 #include <tapegrad/ops/im2col.h>
 
@@ -87,7 +88,8 @@ Tensor im2col(const Tensor& X, const ConvGeometry& g, const std::source_location
       im2col_plane(X.data<T>() + n * C * g.H * g.W, C, g, cols.data<T>() + n * K * L);
   });
   return record("im2col", std::move(cols), {X}, where)
-      .formula([g, where](const Tensor& dcols) -> Grads { return {col2im(dcols, g, where)}; });
+      .formula([g, where](const Tensor& dcols) -> Grads { return {col2im(dcols, g, where)}; })
+      .jvp([g, where](const Tangents& t) { return im2col(t[0], g, where); });
 }
 
 Tensor col2im(const Tensor& cols, const ConvGeometry& g, const std::source_location& where) {
@@ -98,7 +100,8 @@ Tensor col2im(const Tensor& cols, const ConvGeometry& g, const std::source_locat
       col2im_plane(cols.data<T>() + n * K * L, C, g, X.data<T>() + n * C * g.H * g.W);
   });
   return record("col2im", std::move(X), {cols}, where)
-      .formula([g, where](const Tensor& dX) -> Grads { return {im2col(dX, g, where)}; });
+      .formula([g, where](const Tensor& dX) -> Grads { return {im2col(dX, g, where)}; })
+      .jvp([g, where](const Tangents& t) { return col2im(t[0], g, where); });
 }
 
 }  // namespace tg::detail

@@ -1,5 +1,6 @@
 // l1_loss: E = |X - Y|,  L = reduce(E) (none, sum, or mean over N elements);
-//   dX = dL * sign(X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1;  sign(0) = 0 (PyTorch's)
+//   dX = dL * sign(X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1;  sign(0) = 0 (PyTorch's);
+//   tL = sum(sign(X - Y) f (tX - tY))   (the elementwise terms themselves for none)
 // The sign is a constant: its own derivative is 0.
 
 #include <tapegrad/ops/l1_loss.h>
@@ -7,6 +8,8 @@
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/operators.h>
+#include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -28,6 +31,11 @@ Tensor l1_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
       .formula([X, Y, sign, f](const Tensor& dL) -> Grads {
         const Tensor dX = mul(dL, scale(sign, f));
         return detail::difference_grads(X, Y, dX);
+      })
+      .jvp([X, sign, f, reduction](const Tangents& t) {
+        const Tensor minus_tY = detail::tangent_term(t[1], [](const Tensor& tY) { return -tY; });
+        const Tensor tE = mul(scale(sign, f), detail::tangent_sum(t[0], minus_tY, X.shape()));
+        return reduction == Reduction::none ? tE : sum(tE);
       });
 }
 

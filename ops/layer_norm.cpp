@@ -1,7 +1,9 @@
 // layer_norm over the last axis (C): mu = mean(X), var = mean((X - mu)^2), r = 1 / sqrt(var + eps),
 //   Xhat = (X - mu) r,  Y = Xhat W + B;
 //   g = dY W:  dX = r (g - mean(g) - Xhat mean(g Xhat)),  dW = sum_rows(dY Xhat),  dB =
-//   sum_rows(dY)
+//   sum_rows(dY);
+//   tY = tXhat W + Xhat tW + tB,  tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))
+//   (Xhat's Jacobian is symmetric: tXhat is dX's map applied to tX)
 // The forward and the kernel run row by row in double; the formula recomputes Xhat with ops.
 
 #include <tapegrad/ops/layer_norm.h>
@@ -13,10 +15,12 @@
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/mean.h>
 #include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/norm_formula.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/sqrt.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -50,6 +54,18 @@ Grads layer_norm_formula(const Tensor& X, const Tensor& W, const Tensor& B, doub
   if (W.defined() && W.requires_grad()) dW = sum_to(mul(dY, Xhat), W.shape());
   if (B.defined() && B.requires_grad()) dB = sum_to(dY, B.shape());
   return {dX, dW, dB};
+}
+
+// The tangent rule, in ops.
+Tensor layer_norm_jvp(const Tensor& X, const Tensor& W, double eps, const Tangents& t) {
+  const detail::Normalized n = detail::normalize_over(X, {-1}, eps);
+  const Tensor from_x = detail::tangent_term(t[0], [&](const Tensor& tX) {
+    const Tensor tXhat = detail::normalize_over_backward(n, tX, {-1});  // (..., C)
+    return W.defined() ? mul(tXhat, W) : tXhat;
+  });
+  const Tensor from_w =
+      detail::tangent_term(t[1], [&](const Tensor& tW) { return mul(n.Xhat, tW); });
+  return detail::tangent_sum(detail::tangent_sum(from_x, from_w, X.shape()), t[2], X.shape());
 }
 
 // The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
@@ -131,7 +147,8 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
       .kernel([X, W, B, stats](const Tensor& dY) -> Grads {
         return dispatch(X.dtype(),
                         [&]<class T>() { return layer_norm_kernel<T>(X, W, B, stats, dY); });
-      });
+      })
+      .jvp([X, W, eps](const Tangents& t) { return layer_norm_jvp(X, W, eps, t); });
 }
 
 }  // namespace tg

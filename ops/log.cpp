@@ -1,4 +1,4 @@
-// log: Y = ln X;  dX = dY / X
+// log: Y = ln X;  dX = dY / X;  tY = tX / X
 
 #include <tapegrad/ops/log.h>
 
@@ -15,9 +15,10 @@ Tensor log(const Tensor& X, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).log();
   });
-  return record("log", Y, {X}, where).saves(X).formula([X](const Tensor& dY) -> Grads {
-    return {div(dY, X)};
-  });
+  return record("log", Y, {X}, where)
+      .saves(X)
+      .formula([X](const Tensor& dY) -> Grads { return {div(dY, X)}; })
+      .jvp([X](const Tangents& t) { return div(t[0], X); });
 }
 
 }  // namespace tg

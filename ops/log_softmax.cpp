@@ -1,6 +1,7 @@
-// log_softmax: Y = X - max - log(sum(exp(X - max))) along dim;  dX = dY - exp(Y) sum(dY, dim)
+// log_softmax: Y = X - max - log(sum(exp(X - max))) along dim;  dX = dY - exp(Y) sum(dY, dim);
+//   tY = tX - sum(exp(Y) tX, dim)
 // A fully masked slice (max = -inf) is defined as all -inf with zero gradient: there exp(Y) = 0
-// would pass dY straight through, so such slices are zeroed by a constant keep mask.
+// would pass dY (and tX) straight through, so such slices are zeroed by a constant keep mask.
 
 #include <tapegrad/ops/log_softmax.h>
 
@@ -121,6 +122,11 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
           });
         });
         return {dX};
+      })
+      .jvp([dim, r](const Tangents& t, const Tensor& Y) {
+        const Tensor tY = sub(t[0], sum(mul(exp(Y), t[0]), dim, true));
+        const Tensor keep = live_slices(Y, r);
+        return keep.defined() ? mul(tY, keep) : tY;
       });
 }
 

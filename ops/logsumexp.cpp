@@ -3,6 +3,7 @@
 //   dX = dY (kept as 1) * exp(X - Y): the softmax along the axis. Written with Y, it stays
 //   differentiable (d exp(X - Y) brings in dY's own derivative). Where Y is infinite, X - Y is
 //   NaN for the infinite entries, and so is the gradient, as PyTorch's.
+//   tY = sum_k exp(X_k - Y) tX_k along the axis (the softmax-weighted tangent).
 // float32 sums are accumulated in double.
 
 #include <tapegrad/ops/logsumexp.h>
@@ -16,6 +17,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -38,6 +40,9 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
       .saves(X)
       .formula([X, kept = r.kept](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(reshape(dY, kept.vec()), exp(sub(X, reshape(Y, kept.vec()))))};
+      })
+      .jvp([X, axis, keepdim, kept = r.kept](const Tangents& t, const Tensor& Y) {
+        return sum(mul(t[0], exp(sub(X, reshape(Y, kept.vec())))), axis, keepdim);
       });
 }
 

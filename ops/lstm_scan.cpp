@@ -7,6 +7,11 @@
 //   dG_t = [dc g i (1 - i),  dc c_{t-1} f (1 - f),  dc i (1 - g^2),  dh tanh(c_t) o (1 - o)]
 //   step t - 1 gets dh = dY_h[t - 1] + dG_t W  and  dc = dY_c[t - 1] + dc f
 //   dGi = dG,  dW = sum_t dG_t^T h_{t-1},  db = sum of dG's rows,  dh_0, dc_0 what reaches step 0.
+// Forward mode: the step equations differentiated, with tc, th the tangents of c_t, h_t:
+//   tG_t = tGi_t + th_{t-1} W^T + h_{t-1} tW^T + tb
+//   [ti, tf, tg, to] = tG_t * [i (1 - i), f (1 - f), 1 - g^2, o (1 - o)]
+//   tc_t = tf c_{t-1} + f tc_{t-1} + ti g + i tg,   th_t = to tanh(c_t) + o (1 - tanh(c_t)^2) tc_t
+//   tY = (2, T, B, H): [th_1 .. th_T], [tc_1 .. tc_T].
 // One node for the whole sequence: the kernels run one GEMM per step (forward and backward; dW
 // is one GEMM over every step) and keep the gate activations; the formula recomputes them with
 // ops, step by step, so the op is twice differentiable.
@@ -27,6 +32,7 @@
 #include <tapegrad/ops/sigmoid.h>
 #include <tapegrad/ops/stack.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 #include <tapegrad/ops/tanh.h>
 
 namespace tg {
@@ -180,6 +186,58 @@ Grads lstm_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const 
   return {dGi, dW, b.defined() ? sum_to(dGi, b.shape()) : Tensor(), dh, dc};
 }
 
+// x_{t-1} of every step, (T, B, H): x0 (B, H), then xs (T, B, H) but its last; T >= 1.
+Tensor previous(const Tensor& x0, const Tensor& xs) {
+  return cat({reshape(x0, {1, x0.size(0), x0.size(1)}), narrow(xs, 0, 0, xs.size(0) - 1)}, 0);
+}
+
+// t, or zeros of `shape` where it is undefined (a zero tangent), so the steps read it alike.
+Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
+  return t.defined() ? t : zeros(shape, dtype);
+}
+
+// The tangent rule in ops: h_{t-1} and c_{t-1} read from the output Y, the gates recomputed from
+// them for every step at once, then the tangents' recurrence (math at the top), one GEMM a step.
+Tensor lstm_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+                         const Tensor& h0, const Tensor& c0, const Tangents& t, const Tensor& Y) {
+  const int64_t T = d.T, B = d.B, H = d.H;
+  if (T == 0) return zeros(Y.shape(), Y.dtype());
+  const Tensor hs = reshape(narrow(Y, 0, 0, 1), {T, B, H});  // h_1 .. h_T
+  const Tensor cs = reshape(narrow(Y, 0, 1, 1), {T, B, H});  // c_1 .. c_T
+  const Tensor h_prev = previous(h0, hs), c_prev = previous(c0, cs);  // (T, B, H)
+  Tensor G = add(gi, matmul(h_prev, W, false, true));  // (T, B, 4H)
+  if (b.defined()) G = add(G, b);
+  const Tensor i = sigmoid(narrow(G, 2, 0, H)), f = sigmoid(narrow(G, 2, H, H)),
+               g = tanh(narrow(G, 2, 2 * H, H)), o = sigmoid(narrow(G, 2, 3 * H, H));
+  const Tensor slopes = cat({mul(i, sub(1.0, i)), mul(f, sub(1.0, f)), sub(1.0, mul(g, g)),
+                             mul(o, sub(1.0, o))}, 2);  // (T, B, 4H): the gates' derivatives
+  const Tensor tanh_c = tanh(cs), o_dtanh = mul(o, sub(1.0, mul(tanh_c, tanh_c)));
+  // tG's terms outside the recurrence, tGi + h_{t-1} tW^T + tb, every step at once
+  const Tensor hp_tW = detail::tangent_term(
+      t[1], [&](const Tensor& tW) { return matmul(h_prev, tW, false, true); });
+  const Tensor tG_in = or_zeros(
+      detail::tangent_sum(detail::tangent_sum(t[0], hp_tW, G.shape()), t[2], G.shape()),
+      G.shape(), Y.dtype());
+  auto steps = [](const Tensor& x) { return split(x, 1, 0); };  // T x (1, B, .)
+  const std::vector<Tensor> tG_in_s = steps(tG_in), slopes_s = steps(slopes), i_s = steps(i),
+                            f_s = steps(f), g_s = steps(g), c_prev_s = steps(c_prev),
+                            tanh_c_s = steps(tanh_c), o_dtanh_s = steps(o_dtanh);
+  const Shape state{1, B, H};
+  Tensor th = t[3].defined() ? reshape(t[3], {1, B, H}) : zeros(state, Y.dtype());
+  Tensor tc = t[4].defined() ? reshape(t[4], {1, B, H}) : zeros(state, Y.dtype());
+  std::vector<Tensor> ths, tcs;
+  for (int64_t s = 0; s < T; ++s) {
+    const Tensor tA = mul(add(tG_in_s[s], matmul(th, W, false, true)), slopes_s[s]);  // (1, B, 4H)
+    const Tensor ti = narrow(tA, 2, 0, H), tf = narrow(tA, 2, H, H),
+                 tg = narrow(tA, 2, 2 * H, H), to = narrow(tA, 2, 3 * H, H);
+    tc = add(add(mul(tf, c_prev_s[s]), mul(f_s[s], tc)), add(mul(ti, g_s[s]), mul(i_s[s], tg)));
+    th = add(mul(to, tanh_c_s[s]), mul(o_dtanh_s[s], tc));
+    ths.push_back(th);
+    tcs.push_back(tc);
+  }
+  return stack({cat(ths, 0), cat(tcs, 0)}, 0);  // (2, T, B, H)
+}
+
 }  // namespace
 
 Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
@@ -197,6 +255,9 @@ Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tenso
         return dispatch(W.dtype(), [&]<class T>() {
           return backward_kernel<T>(d, W, b, h0, c0, Y, A, dY);
         });
+      })
+      .jvp([d, gi, W, b, h0, c0](const Tangents& t, const Tensor& Y) {
+        return lstm_scan_tangent(d, gi, W, b, h0, c0, t, Y);
       });
 }
 

@@ -1,4 +1,5 @@
-// masked_fill: Y = mask ? value : X (mask broadcast to X's shape);  dX = where(mask, 0, dY).
+// masked_fill: Y = mask ? value : X (mask broadcast to X's shape);  dX = where(mask, 0, dY);
+//   tY = where(mask, 0, tX).
 // The mask is a constant: no gradient.
 
 #include <tapegrad/ops/masked_fill.h>
@@ -32,9 +33,10 @@ Tensor masked_fill(const Tensor& X, const Tensor& mask, double value,
       py[k] = pm[off[0]] ? v : px[k];
     });
   });
-  return record("masked_fill", Y, {X}, where_).saves(mask).formula([mask](const Tensor& dY) -> Grads {
-    return {where(mask, 0.0, dY)};
-  });
+  return record("masked_fill", Y, {X}, where_)
+      .saves(mask)
+      .formula([mask](const Tensor& dY) -> Grads { return {where(mask, 0.0, dY)}; })
+      .jvp([mask](const Tangents& t) { return where(mask, 0.0, t[0]); });
 }
 
 }  // namespace tg

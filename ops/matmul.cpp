@@ -2,6 +2,7 @@
 //   dA' = dY B'^T,  dB' = A'^T dY, written as matmuls with flags so no transpose is copied:
 //   dA = ta ? B' dY^T : dY B'^T          dB = tb ? dY^T A' : A'^T dY
 //   then summed over broadcast batch axes: sum_to(., A.shape), sum_to(., B.shape).
+//   tY = op(tA) B' + A' op(tB): matmuls with the same flags, each of Y's shape.
 
 #include <tapegrad/ops/matmul.h>
 
@@ -10,6 +11,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -131,6 +133,15 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
         if (B.requires_grad())
           dB = sum_to(tb ? matmul(dY, A, true, ta) : matmul(A, dY, !ta, false), B.shape());
         return {dA, dB};
+      })
+      .jvp([A, B, ta, tb](const Tangents& t, const Tensor& Y) {
+        const Tensor tA_B = detail::tangent_term(t[0], [&](const Tensor& tA) {
+          return matmul(tA, B, ta, tb);
+        });
+        const Tensor A_tB = detail::tangent_term(t[1], [&](const Tensor& tB) {
+          return matmul(A, tB, ta, tb);
+        });
+        return detail::tangent_sum(tA_B, A_tB, Y.shape());
       });
 }
 

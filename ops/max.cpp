@@ -1,6 +1,7 @@
 // max along an axis: Y[o, i] = X[o, k*, i] with k* = the index PyTorch picks (the first maximum,
 //   the first NaN), X seen as (outer, n, inner);
-//   dX = scatter_add(zeros(X.shape), axis, k* kept as 1, dY kept as 1): dY goes to k* alone.
+//   dX = scatter_add(zeros(X.shape), axis, k* kept as 1, dY kept as 1): dY goes to k* alone;
+//   tY = gather(tX, axis, k* kept as 1), with the kept axis dropped as Y's.
 // min likewise with the smallest entry. argmax / argmin return k* (int64, not differentiable).
 // The scatter's derivative is a gather at k* (ops/gather.cpp), so max is twice differentiable.
 
@@ -65,6 +66,9 @@ ValuesIndices extreme(const char* op, const Tensor& X, int axis, bool keepdim, b
       .saves(idx)
       .formula([sX = X.shape(), kept = r.kept, ax, kept_idx, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, kept_idx, reshape(dY, kept.vec()), where)};
+      })
+      .jvp([ax, kept_idx, out = r.out, where](const Tangents& t) {
+        return reshape(gather(t[0], ax, kept_idx, where), out.vec());
       });
   return {values, idx};
 }

@@ -1,5 +1,5 @@
 // mean: Y = sum_i X_i / n (all, along one axis of size n, or over axes of n elements in all);
-//   dX = broadcast_to(dY / n with the reduced axes kept as 1, X.shape)
+//   dX = broadcast_to(dY / n with the reduced axes kept as 1, X.shape);  tY = mean(tX), likewise
 // float32 sums are accumulated in double, so the mean of 2e7 float ones is exactly 1.
 
 #include <tapegrad/ops/mean.h>
@@ -21,9 +21,11 @@ Tensor mean(const Tensor& X, const std::source_location& where) {
     const double s = detail::accumulate(X.data<T>(), n);
     Y.data<T>()[0] = static_cast<T>(s / static_cast<double>(n));  // 0 / 0 = NaN when empty
   });
-  return record("mean", Y, {X}, where).formula([sX = X.shape(), n](const Tensor& dY) -> Grads {
-    return {broadcast_to(scale(dY, 1.0 / static_cast<double>(n)), sX)};
-  });
+  return record("mean", Y, {X}, where)
+      .formula([sX = X.shape(), n](const Tensor& dY) -> Grads {
+        return {broadcast_to(scale(dY, 1.0 / static_cast<double>(n)), sX)};
+      })
+      .jvp([](const Tangents& t) { return mean(t[0]); });
 }
 
 Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location& where) {
@@ -36,7 +38,8 @@ Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location&
   return record("mean", Y, {X}, where)
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
-      });
+      })
+      .jvp([axis, keepdim](const Tangents& t) { return mean(t[0], axis, keepdim); });
 }
 
 Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
@@ -51,7 +54,8 @@ Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
   return record("mean", Y, {X}, where)
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
-      });
+      })
+      .jvp([&dims, keepdim](const Tangents& t) { return mean(t[0], dims, keepdim); });
 }
 
 }  // namespace tg

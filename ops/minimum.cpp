@@ -1,14 +1,13 @@
 // minimum: Y = A < B ? A : B (broadcasting);  dA = sum_to(dY * M_A, A.shape),  dB = sum_to(dY * M_B, B.shape)
 //   M_A = 1 where A < B, 1/2 where A = B, 0 where A > B;  M_B = 1 - M_A (both 1 where one is NaN,
 //   as PyTorch's masks). The masks are constants: their own derivative is 0.
+//   tY = tA * M_A + tB * M_B (broadcast to Y.shape)
 
 #include <tapegrad/ops/minimum.h>
 
-#include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/elementwise.h>
-#include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
-#include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/pick.h>
 
 namespace tg {
 
@@ -33,10 +32,7 @@ Tensor minimum(const Tensor& A, const Tensor& B, const std::source_location& whe
       return (x < y || x != x).select(x, y);  // NaN in either wins, as PyTorch's
     });
   });
-  return record("minimum", Y, {A, B}, where).saves(A, B).formula([A, B](const Tensor& dY) -> Grads {
-    return {A.requires_grad() ? sum_to(mul(dY, share(A, B)), A.shape()) : Tensor(),
-            B.requires_grad() ? sum_to(mul(dY, share(B, A)), B.shape()) : Tensor()};
-  });
+  return detail::record_pick("minimum", Y, A, B, share, where);
 }
 
 }  // namespace tg

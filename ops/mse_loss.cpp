@@ -1,11 +1,14 @@
 // mse_loss: E = (X - Y)^2,  L = reduce(E) (none, sum, or mean over N elements);
-//   dX = dL * 2 (X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1 (dL broadcasts for sum and mean)
+//   dX = dL * 2 (X - Y) f,  dY = -dX,  f = 1 / N for the mean, else 1 (dL broadcasts for sum and
+//   mean);  tL = sum(2 (X - Y) f (tX - tY))   (the elementwise terms themselves for none)
 
 #include <tapegrad/ops/mse_loss.h>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/operators.h>
+#include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -24,6 +27,11 @@ Tensor mse_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
       .formula([X, Y, f](const Tensor& dL) -> Grads {
         const Tensor dX = mul(dL, scale(sub(X, Y), f));
         return detail::difference_grads(X, Y, dX);
+      })
+      .jvp([X, Y, f, reduction](const Tangents& t) {
+        const Tensor minus_tY = detail::tangent_term(t[1], [](const Tensor& tY) { return -tY; });
+        const Tensor tE = mul(scale(sub(X, Y), f), detail::tangent_sum(t[0], minus_tY, X.shape()));
+        return reduction == Reduction::none ? tE : sum(tE);
       });
 }
 

@@ -1,5 +1,7 @@
 // narrow: Y = X[..., s:s+n, ...] along one axis;  dX = cat(zeros before, dY, zeros after)
+//   tY = narrow(tX, axis, s, n)
 // cat:    Y = [X_0, X_1, ...] along one axis;    dX_i = narrow(dY, axis, offset_i, n_i)
+//   tY = cat(tX_0, tX_1, ...) (zeros of X_i's shape for an input without a tangent)
 // split:  narrows of `size` along the axis (the last one shorter).
 // Each derivative is written with the other op, so both are twice differentiable. A node holds
 // at most kMaxInputs inputs: cat of more tensors records a tree of cats of at most that many.
@@ -117,6 +119,11 @@ Tensor cat_node(const std::vector<Tensor>& xs, int ax, const std::source_locatio
       at += sizes[i];
     }
     return g;
+  }).jvp([sizes, count, ax](const Tangents& t, const Tensor& Y) {
+    std::vector<Tensor> ts(count);
+    for (int i = 0; i < count; ++i)
+      ts[i] = t[i].defined() ? t[i] : zeros(with_axis(Y.shape(), ax, sizes[i]), Y.dtype());
+    return cat(ts, ax);
   });
 }
 
@@ -140,6 +147,7 @@ Tensor narrow(const Tensor& X, int axis, int64_t start, int64_t length,
         const Tensor after = zeros(with_axis(sX, ax, sX[ax] - start - length), dY.dtype());
         return {cat({before, dY, after}, ax)};
       })
+      .jvp([ax, start, length](const Tangents& t) { return narrow(t[0], ax, start, length); })
       .kernel([sX, ax, start, length](const Tensor& dY) -> Grads {  // one pass over dX
         Tensor dX(sX, dY.dtype());
         zero_along(dX, 0, start, ax);
@@ -170,6 +178,8 @@ Tensor cat(const std::vector<Tensor>& xs, int axis, const std::source_location& 
   bool recording = false;
   if (is_grad_enabled())
     for (const Tensor& x : xs) recording = recording || x.requires_grad();
+  if (detail::forward_level() != 0)  // a tangent goes through the nodes' rules
+    for (const Tensor& x : xs) recording = recording || detail::tangent_of(x).defined();
   if (!recording) {
     if (detail::ReadCollector::active()) detail::ReadCollector::note(xs);  // checkpoint's forward
     return cat_values(xs, ax);

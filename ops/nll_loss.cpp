@@ -4,6 +4,7 @@
 //   W = sum_{i kept} w_{t_i} (mean);
 //   dlogp = dL' * K,  K[n, c, j] = -w_c [c = t_i] f,  f = 1 / W for the mean (0 if W = 0), else 1,
 //   dL' = dL reshaped to (N, 1, d1, ...) for none (it broadcasts over c), dL itself otherwise.
+//   tL = sum_c K tlogp (none: the target's shape), or sum(K tlogp) over every axis
 // K is a constant and dlogp is linear in dL, so the formula is its own second derivative.
 
 #include <tapegrad/ops/nll_loss.h>
@@ -15,6 +16,7 @@
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -102,9 +104,13 @@ Tensor nll_loss(const Tensor& X, const Tensor& target, const NllLossOptions& o,
     dl_shape = X.shape().vec();
     dl_shape[1] = 1;
   }
-  return record("nll_loss", L, {X}, where).formula([K, dl_shape](const Tensor& dL) -> Grads {
-    return {mul(dl_shape.empty() ? dL : reshape(dL, dl_shape), K)};
-  });
+  return record("nll_loss", L, {X}, where)
+      .formula([K, dl_shape](const Tensor& dL) -> Grads {
+        return {mul(dl_shape.empty() ? dL : reshape(dL, dl_shape), K)};
+      })
+      .jvp([K, dl_shape](const Tangents& t) {
+        return dl_shape.empty() ? sum(mul(K, t[0])) : sum(mul(K, t[0]), 1);
+      });
 }
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target, int64_t ignore_index,

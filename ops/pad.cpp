@@ -1,6 +1,7 @@
 // pad: Y[i] = X[i - lo] where i - lo lies inside X, else value (lo, hi the pads of each axis);
 //   dX = pad(dY, -pads, 0): Y's entries that came from X, cut back out (and 0 for entries a
 //   negative pad cut off). The derivative is pad again, so pad is differentiable to any order.
+//   tY = pad(tX, pads, 0): the padding value is a constant.
 
 #include <tapegrad/ops/pad.h>
 
@@ -63,9 +64,9 @@ Tensor pad(const Tensor& X, const std::vector<int64_t>& pads, double value,
   });
   std::vector<int64_t> back(pads.size());
   for (std::size_t k = 0; k < pads.size(); ++k) back[k] = -pads[k];
-  return record("pad", Y, {X}, where).formula([back, where](const Tensor& dY) -> Grads {
-    return {pad(dY, back, 0, where)};
-  });
+  return record("pad", Y, {X}, where)
+      .formula([back, where](const Tensor& dY) -> Grads { return {pad(dY, back, 0, where)}; })
+      .jvp([&pads, where](const Tangents& t) { return pad(t[0], pads, 0, where); });
 }
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// permute: Y.shape[i] = X.shape[perm[i]];  dX = permute(dY, inverse(perm))
+// permute: Y.shape[i] = X.shape[perm[i]];  dX = permute(dY, inverse(perm));  tY = permute(tX, perm)
 
 #include <tapegrad/ops/permute.h>
 
@@ -38,6 +38,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
   std::vector<int> inv(r);
   for (int i = 0; i < r; ++i) inv[perm[i]] = i;
   auto backward = [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; };
+  auto tangent = [&perm](const Tangents& t) { return permute(t[0], perm); };  // run at once
   // When the axes longer than 1 keep their order, the elements do too: a view, no copy.
   int last = -1;
   bool in_order = true;
@@ -49,7 +50,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
   if (in_order) {
     Tensor Y = X.detach();
     Y.impl().shape = Shape(d, r);
-    return record("permute", Y, {X}, where).formula(std::move(backward));
+    return record("permute", Y, {X}, where).formula(std::move(backward)).jvp(std::move(tangent));
   }
   Tensor Y(Shape(d, r), X.dtype());
   // A strided walk over Y, reading X at its strides taken in output-axis order.
@@ -75,7 +76,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
       py += row;
     });
   });
-  return record("permute", Y, {X}, where).formula(std::move(backward));
+  return record("permute", Y, {X}, where).formula(std::move(backward)).jvp(std::move(tangent));
 }
 
 }  // namespace tg

@@ -3,6 +3,8 @@
 //   dX = zeros, then dX[n, c, i*] += dY[n, c, o]: a scatter by the saved indices, which is its
 //   own op (max_pool_scatter) whose derivative is the gather d(dY)[n, c, o] = ddX[n, c, i*]
 //   (max_pool_gather), and the other way round, so both orders are differentiable.
+//   tY[n, c, o] = tX[n, c, i*]: the same gather (i* held fixed); the scatter and the gather are
+//   linear, so each one's tangent is itself applied to the tangent.
 // avg_pool2d (count_include_pad): Y = conv2d of every channel with a kernel of 1 / (kH kW),
 //   so its derivative is conv2d's. The 1-D pools are the 2-D ones on planes of height 1.
 
@@ -64,6 +66,9 @@ Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape,
       .saves(idx)
       .formula([idx, where](const Tensor& ddX) -> Grads {
         return {max_pool_gather(ddX, idx, where)};
+      })
+      .jvp([idx, shape, where](const Tangents& t) {
+        return max_pool_scatter(t[0], idx, shape, where);
       });
 }
 
@@ -83,7 +88,8 @@ Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_loc
       .saves(idx)
       .formula([idx, shape, where](const Tensor& dY) -> Grads {
         return {max_pool_scatter(dY, idx, shape, where)};
-      });
+      })
+      .jvp([idx, where](const Tangents& t) { return max_pool_gather(t[0], idx, where); });
 }
 
 // Output sizes (checked above to be at least 1).
@@ -164,7 +170,8 @@ Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
       .saves(idx)
       .formula([idx, shape, where](const Tensor& dY) -> Grads {
         return {max_pool_scatter(dY, idx, shape, where)};  // dX
-      });
+      })
+      .jvp([idx, where](const Tangents& t) { return max_pool_gather(t[0], idx, where); });  // tY
 }
 
 // Every channel convolved with a kernel of 1 / (kH kW), on a checked (N, C, H, W) input.

@@ -1,5 +1,5 @@
-// pow: Y = X^p;  dX = dY * p X^(p - 1)  (p = 0: dX = 0; at X = 0 with p < 1 that is inf, as
-// PyTorch's, which has no special case for a scalar exponent)
+// pow: Y = X^p;  dX = dY * p X^(p - 1);  tY = tX * p X^(p - 1)  (p = 0: dX = 0 * dY; at X = 0
+// with p < 1 the slope is inf, as PyTorch's, which has no special case for a scalar exponent)
 
 #include <tapegrad/ops/pow.h>
 
@@ -25,11 +25,18 @@ Tensor pow(const Tensor& X, double p, const std::source_location& where) {
     else
       y = x.pow(T(p));
   });
-  return record("pow", Y, {X}, where).saves(X).formula([X, p](const Tensor& dY) -> Grads {
-    if (p == 0) return {mul(dY, 0.0)};
-    if (p == 1) return {dY};
-    return {mul(dY, scale(pow(X, p - 1), p))};
-  });
+  return record("pow", Y, {X}, where)
+      .saves(X)
+      .formula([X, p](const Tensor& dY) -> Grads {
+        if (p == 0) return {mul(dY, 0.0)};
+        if (p == 1) return {dY};
+        return {mul(dY, scale(pow(X, p - 1), p))};
+      })
+      .jvp([X, p](const Tangents& t) -> Tensor {
+        if (p == 0) return mul(t[0], 0.0);
+        if (p == 1) return t[0];
+        return mul(t[0], scale(pow(X, p - 1), p));
+      });
 }
 
 }  // namespace tg

@@ -1,4 +1,5 @@
-// relu: Y = max(X, 0);  dX = dY * [X > 0]  (the step is a constant: its own derivative is 0)
+// relu: Y = max(X, 0);  dX = dY * [X > 0];  tY = tX * [X > 0]  (the step is a constant: its own
+// derivative is 0)
 
 #include <tapegrad/ops/relu.h>
 
@@ -7,6 +8,21 @@
 #include <tapegrad/ops/op_util.h>
 
 namespace tg {
+
+namespace {
+
+// [Y > 0]: a constant of the formula and the rule.
+Tensor step(const Tensor& Y) {
+  Tensor s(Y.shape(), Y.dtype());
+  dispatch(Y.dtype(), [&]<class T>() {
+    const int64_t n = Y.numel();
+    detail::MapArr<T>(s.data<T>(), n) =
+        (detail::CMapArr<T>(Y.data<T>(), n) > T(0)).template cast<T>();
+  });
+  return s;
+}
+
+}  // namespace
 
 Tensor relu(const Tensor& X, const std::source_location& where) {
   detail::check_floating("relu", X);
@@ -18,15 +34,7 @@ Tensor relu(const Tensor& X, const std::source_location& where) {
   });
   // Y > 0 exactly where X > 0, so the output alone tells where the gradient passes.
   return record("relu", Y, {X}, where)
-      .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
-        Tensor step(Y.shape(), Y.dtype());
-        dispatch(Y.dtype(), [&]<class T>() {
-          const int64_t n = Y.numel();
-          detail::MapArr<T>(step.data<T>(), n) =
-              (detail::CMapArr<T>(Y.data<T>(), n) > T(0)).template cast<T>();
-        });
-        return {mul(dY, step)};
-      })
+      .formula([](const Tensor& dY, const Tensor& Y) -> Grads { return {mul(dY, step(Y))}; })
       .kernel([](const Tensor& dY, const Tensor& Y) -> Grads {
         Tensor dX(Y.shape(), Y.dtype());
         dispatch(Y.dtype(), [&]<class T>() {
@@ -36,7 +44,8 @@ Tensor relu(const Tensor& X, const std::source_location& where) {
                   .select(detail::CMapArr<T>(dY.data<T>(), n), T(0));
         });
         return {dX};
-      });
+      })
+      .jvp([](const Tangents& t, const Tensor& Y) { return mul(t[0], step(Y)); });
 }
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// reshape: Y = X viewed in a new shape;  dX = reshape(dY, X.shape)
+// reshape: Y = X viewed in a new shape;  dX = reshape(dY, X.shape);  tY = reshape(tX, Y.shape)
 
 #include <tapegrad/ops/reshape.h>
 
@@ -51,7 +51,7 @@ Tensor reshape_to(const Tensor& X, const int64_t* shape, std::size_t n,
     int64_t back[kMaxRank];
     for (int i = 0; i < sX.rank(); ++i) back[i] = sX[i];
     return {reshape_to(dY, back, sX.rank(), std::source_location::current())};
-  });
+  }).jvp([](const Tangents& t, const Tensor& Y) { return reshape(t[0], Y.shape().vec()); });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // rms_norm over the last axis (C): r = 1 / sqrt(mean(X^2) + eps),  Xhat = X r,  Y = Xhat W;
-//   g = dY W:  dX = r (g - Xhat mean(g Xhat)),  dW = sum_rows(dY Xhat)
+//   g = dY W:  dX = r (g - Xhat mean(g Xhat)),  dW = sum_rows(dY Xhat);
+//   tY = tXhat W + Xhat tW,  tXhat = r (tX - Xhat mean(tX Xhat))   (the Jacobian is symmetric)
 // (d r / d X = -r^3 X / C, so the mean(g X) r^3 X term is Xhat mean(g Xhat) r.) The forward and
 // the kernel run row by row in the input's dtype; the formula recomputes r with ops.
 
@@ -13,6 +14,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/operators.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -44,6 +46,19 @@ Grads rms_norm_formula(const Tensor& X, const Tensor& W, double eps, const Tenso
   if (X.requires_grad()) dX = mul(r, sub(g, mul(Xhat, mean(mul(g, Xhat), -1, true))));
   if (W.defined() && W.requires_grad()) dW = sum_to(mul(dY, Xhat), W.shape());
   return {dX, dW};
+}
+
+// The tangent rule, in ops.
+Tensor rms_norm_jvp(const Tensor& X, const Tensor& W, double eps, const Tangents& t) {
+  const Tensor r = rsqrt(add(mean(mul(X, X), -1, true), eps));  // (..., 1)
+  const Tensor Xhat = mul(X, r);                                // (..., C)
+  const Tensor from_x = detail::tangent_term(t[0], [&](const Tensor& tX) {
+    const Tensor tXhat = mul(r, sub(tX, mul(Xhat, mean(mul(tX, Xhat), -1, true))));
+    return W.defined() ? mul(tXhat, W) : tXhat;
+  });
+  const Tensor from_w =
+      detail::tangent_term(t[1], [&](const Tensor& tW) { return mul(Xhat, tW); });
+  return detail::tangent_sum(from_x, from_w, X.shape());
 }
 
 // The same gradients, row by row, from the forward's r (rstd: one per row).
@@ -97,7 +112,8 @@ Tensor rms_norm(const Tensor& X, const Tensor& W, double eps, const std::source_
       .formula([X, W, eps](const Tensor& dY) -> Grads { return rms_norm_formula(X, W, eps, dY); })
       .kernel([X, W, rstd](const Tensor& dY) -> Grads {
         return dispatch(X.dtype(), [&]<class T>() { return rms_norm_kernel<T>(X, W, rstd, dY); });
-      });
+      })
+      .jvp([X, W, eps](const Tangents& t) { return rms_norm_jvp(X, W, eps, t); });
 }
 
 }  // namespace tg

@@ -1,6 +1,6 @@
 // rope: for each pair (x0, x1) = (X[..., m, 2i], X[..., m, 2i+1]) and angle a = m base^(-2i/d_h)
 //   Y0 = x0 cos a - x1 sin a,   Y1 = x0 sin a + x1 cos a        (Y = R(a) x)
-//   dX = R(a)^T dY = R(-a) dY = rope(dY, base, !inverse)
+//   dX = R(a)^T dY = R(-a) dY = rope(dY, base, !inverse);  tY = R(a) tX = rope(tX, base, inverse)
 
 #include <tapegrad/ops/rope.h>
 
@@ -46,9 +46,9 @@ Tensor rope(const Tensor& X, double base, bool inverse, const std::source_locati
         }
       }
   });
-  return record("rope", Y, {X}, where).formula([base, inverse](const Tensor& dY) -> Grads {
-    return {rope(dY, base, !inverse)};
-  });
+  return record("rope", Y, {X}, where)
+      .formula([base, inverse](const Tensor& dY) -> Grads { return {rope(dY, base, !inverse)}; })
+      .jvp([base, inverse](const Tangents& t) { return rope(t[0], base, inverse); });
 }
 
 }  // namespace tg

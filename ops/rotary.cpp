@@ -1,6 +1,7 @@
 // rotary: per position t and pair i < d/2 of each head, with c = cos[t, i], s = sin[t, i],
 //   (y1, y2) = R (x1, x2),  R = [[c, -s], [s, c]]   (x1 = x[i], x2 = x[i + d/2])
 //   dX = R^T dY = rotary(dY, cos, -sin)              (the rotation by the opposite angle)
+//   tY = R tX = rotary(tX, cos, sin)
 // Linear in x; the tables are constants.
 
 #include <tapegrad/ops/rotary.h>
@@ -46,9 +47,11 @@ Tensor rotary(const Tensor& X, const Tensor& cos, const Tensor& sin,
         }
       }
   });
-  return record("rotary", Y, {X}, where).formula([cos, sin](const Tensor& dY) -> Grads {
-    return {rotary(dY, cos, scale(sin, -1.0))};
-  });
+  return record("rotary", Y, {X}, where)
+      .formula([cos, sin](const Tensor& dY) -> Grads {
+        return {rotary(dY, cos, scale(sin, -1.0))};
+      })
+      .jvp([cos, sin](const Tangents& t) { return rotary(t[0], cos, sin); });
 }
 
 }  // namespace tg

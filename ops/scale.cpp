@@ -1,4 +1,4 @@
-// scale: Y = c X;  dX = c dY
+// scale: Y = c X;  dX = c dY;  tY = c tX
 
 #include <tapegrad/ops/scale.h>
 
@@ -15,7 +15,9 @@ Tensor scale(const Tensor& X, double c, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n) * static_cast<T>(c);
   });
-  return record("scale", Y, {X}, where).formula([c](const Tensor& dY) -> Grads { return {scale(dY, c)}; });
+  return record("scale", Y, {X}, where)
+      .formula([c](const Tensor& dY) -> Grads { return {scale(dY, c)}; })
+      .jvp([c](const Tangents& t) { return scale(t[0], c); });
 }
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// sigmoid: Y = 1 / (1 + exp(-X));  dX = dY * Y * (1 - Y)
+// sigmoid: Y = 1 / (1 + exp(-X));  dX = dY * Y * (1 - Y);  tY = tX * Y * (1 - Y)
 
 #include <tapegrad/ops/sigmoid.h>
 
@@ -29,7 +29,8 @@ Tensor sigmoid(const Tensor& X, const std::source_location& where) {
           detail::MapArr<T>(dX.data<T>(), n) = detail::CMapArr<T>(dY.data<T>(), n) * (y * (T(1) - y));
         });
         return {dX};
-      });
+      })
+      .jvp([](const Tangents& t, const Tensor& Y) { return mul(t[0], mul(Y, sub(1.0, Y))); });
 }
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// silu: Y = X s,  s = sigmoid(X);  dX = dY * s * (1 + X (1 - s))
+// silu: Y = X s,  s = sigmoid(X);  dX = dY * s * (1 + X (1 - s));  tY = tX * s * (1 + X (1 - s))
 
 #include <tapegrad/ops/silu.h>
 
@@ -33,6 +33,10 @@ Tensor silu(const Tensor& X, const std::source_location& where) {
               detail::CMapArr<T>(dY.data<T>(), n) * (s * (x * (T(1) - s) + T(1)));
         });
         return {dX};
+      })
+      .jvp([X](const Tangents& t) {
+        const Tensor s = sigmoid(X);
+        return mul(t[0], mul(s, add(mul(X, sub(1.0, s)), 1.0)));
       });
 }
 

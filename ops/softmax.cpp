@@ -1,4 +1,5 @@
-// softmax: Y = exp(X - max) / sum(exp(X - max)) along dim;  dX = Y * (dY - sum(dY * Y, dim))
+// softmax: Y = exp(X - max) / sum(exp(X - max)) along dim;  dX = Y * (dY - sum(dY * Y, dim));
+//   tY = Y * (tX - sum(tX * Y, dim))
 // A fully masked slice (max = -inf) is defined as all zeros; then Y = 0 makes dX = 0 as well.
 
 #include <tapegrad/ops/softmax.h>
@@ -64,6 +65,9 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
   return record("softmax", Y, {X}, where)
       .formula([dim](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(Y, sub(dY, sum(mul(dY, Y), dim, true)))};
+      })
+      .jvp([dim](const Tangents& t, const Tensor& Y) {
+        return mul(Y, sub(t[0], sum(mul(t[0], Y), dim, true)));
       });
 }
 

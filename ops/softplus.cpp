@@ -1,6 +1,7 @@
 // softplus: Y = log1p(exp(beta X)) / beta where beta X <= threshold, else X;
 //   dX = dY * sigmoid(beta X) where beta X <= threshold, else dY
-// The switch (L = [beta X > threshold]) is a constant of the formula: dX = dY (L + (1 - L) s).
+// The switch (L = [beta X > threshold]) is a constant of the formula: dX = dY (L + (1 - L) s),
+// and of the rule: tY = tX (L + (1 - L) s),  s = sigmoid(beta X).
 
 #include <tapegrad/ops/softplus.h>
 
@@ -50,6 +51,9 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
           }
         });
         return {dX};
+      })
+      .jvp([X, beta, linear](const Tangents& t) {
+        return mul(t[0], add(linear, mul(sub(1.0, linear), sigmoid(scale(X, beta)))));
       });
 }
 

@@ -1,4 +1,4 @@
-// sum_of_squares: y = sum_i X_i^2;  dX = 2 X dy
+// sum_of_squares: y = sum_i X_i^2;  dX = 2 X dy;  ty = sum_i 2 X_i tX_i
 // float32 accumulates in double (ops/accumulate.h).
 
 #include <tapegrad/ops/sum_of_squares.h>
@@ -8,6 +8,7 @@
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/scale.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -32,7 +33,8 @@ Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
           for (int64_t i = 0, n = X.numel(); i < n; ++i) dx[i] = (x[i] * T(2)) * g;
         });
         return {dX};
-      });
+      })
+      .jvp([X](const Tangents& t) { return sum(mul(scale(X, 2.0), t[0])); });
 }
 
 }  // namespace tg

@@ -1,5 +1,5 @@
 // sum_to: Y = sum of X over the axes along which Y's shape broadcasts to X's;
-// dX = broadcast_to(dY, X.shape)
+// dX = broadcast_to(dY, X.shape);  tY = sum_to(tX, Y.shape)
 // float32 accumulates in double (ops/accumulate.h): every broadcasting op's backward sums here.
 
 #include <tapegrad/ops/sum_to.h>
@@ -53,9 +53,9 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
     for (int i = 0; i < X.rank(); ++i) r.reduced[i] = i < off || shape[i - off] == 1;
     detail::sum_axes(px, r, py);
   });
-  return record("sum_to", Y, {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
-    return {broadcast_to(dY, sX)};
-  });
+  return record("sum_to", Y, {X}, where)
+      .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {broadcast_to(dY, sX)}; })
+      .jvp([shape](const Tangents& t) { return sum_to(t[0], shape); });
 }
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// tanh: Y = tanh X;  dX = dY * (1 - Y^2)
+// tanh: Y = tanh X;  dX = dY * (1 - Y^2);  tY = tX * (1 - Y^2)
 
 #include <tapegrad/ops/tanh.h>
 
@@ -28,6 +28,9 @@ Tensor tanh(const Tensor& X, const std::source_location& where) {
           detail::MapArr<T>(dX.data<T>(), n) = detail::CMapArr<T>(dY.data<T>(), n) * (T(1) - y * y);
         });
         return {dX};
+      })
+      .jvp([](const Tangents& t, const Tensor& Y) {
+        return mul(t[0], sub(scalar(1.0, Y.dtype()), mul(Y, Y)));
       });
 }
 

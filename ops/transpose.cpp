@@ -1,5 +1,5 @@
 // transpose: Y = X with axes dim0 and dim1 swapped, e.g. Y[..., j, i] = X[..., i, j];
-//   dX = transpose(dY, dim0, dim1)
+//   dX = transpose(dY, dim0, dim1);  tY = transpose(tX, dim0, dim1)
 
 #include <tapegrad/ops/transpose.h>
 
@@ -48,7 +48,9 @@ Tensor transpose(const Tensor& X, int dim0, int dim1, const std::source_location
             detail::CMapMat<T>(X.data<T>() + k * M * N, M, N).transpose();  // (N, M)
     });
   }
-  return record("transpose", Y, {X}, where).formula([](const Tensor& dY) -> Grads { return {transpose(dY)}; });
+  return record("transpose", Y, {X}, where)
+      .formula([](const Tensor& dY) -> Grads { return {transpose(dY)}; })
+      .jvp([](const Tangents& t) { return transpose(t[0]); });
 }
 
 }  // namespace tg

@@ -1,5 +1,6 @@
 // var: Y = sum_k (X_k - mean)^2 / max(n - correction, 0);
-//   dX = dY (kept as 1) * 2 (X - mean(X)) / (n - correction)
+//   dX = dY (kept as 1) * 2 (X - mean(X)) / (n - correction);
+//   tY = sum_k 2 (X_k - mean(X)) tX_k / (n - correction)
 // (the mean's own derivative drops out: sum_k (X_k - mean) = 0). PyTorch's backward divides by
 // n - correction unclamped, so past n it is finite while the value is inf: this does the same. The formula recomputes the
 // mean from X with tg ops, so it is differentiable again. Two passes over the axis (the mean,
@@ -19,6 +20,7 @@
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/scale.h>
 #include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/sum.h>
 
 namespace tg {
 
@@ -46,6 +48,9 @@ Tensor var(const Tensor& X, int axis, double correction, bool keepdim,
       .saves(X)
       .formula([X, ax, dof, kept = r.kept](const Tensor& dY) -> Grads {
         return {mul(reshape(dY, kept.vec()), scale(sub(X, mean(X, ax, true)), 2.0 / dof))};
+      })
+      .jvp([X, ax, dof, keepdim](const Tangents& t) {
+        return sum(mul(scale(sub(X, mean(X, ax, true)), 2.0 / dof), t[0]), ax, keepdim);
       });
 }
 

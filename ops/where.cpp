@@ -1,5 +1,6 @@
 // where: Y = cond ? A : B (cond, A, B broadcast to Y's shape)
 //   dA = sum_to(where(cond, dY, 0), A.shape),  dB = sum_to(where(cond, 0, dY), B.shape)
+//   tY = where(cond, tA, tB) (0 for an input without a tangent; broadcast to Y's shape)
 // cond is a constant: no gradient.
 
 #include <tapegrad/ops/where.h>
@@ -10,6 +11,7 @@
 #include <tapegrad/ops/broadcast_walk.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/sum_to.h>
+#include <tapegrad/ops/tangent.h>
 
 namespace tg {
 
@@ -43,11 +45,18 @@ Tensor where(const Tensor& cond, const Tensor& A, const Tensor& B,
                                 py[k] = pc[off[0]] ? pa[off[1]] : pb[off[2]];
                               });
   });
-  return record("where", Y, {A, B}, where_).saves(cond).formula([cond, A, B](const Tensor& dY) -> Grads {
-    const Tensor zero = scalar(0.0, dY.dtype());
-    return {A.requires_grad() ? sum_to(where(cond, dY, zero), A.shape()) : Tensor(),
-            B.requires_grad() ? sum_to(where(cond, zero, dY), B.shape()) : Tensor()};
-  });
+  return record("where", Y, {A, B}, where_)
+      .saves(cond)
+      .formula([cond, A, B](const Tensor& dY) -> Grads {
+        const Tensor zero = scalar(0.0, dY.dtype());
+        return {A.requires_grad() ? sum_to(where(cond, dY, zero), A.shape()) : Tensor(),
+                B.requires_grad() ? sum_to(where(cond, zero, dY), B.shape()) : Tensor()};
+      })
+      .jvp([cond](const Tangents& t, const Tensor& Y) {
+        const Tensor zero = scalar(0.0, Y.dtype());
+        return detail::tangent_to(
+            where(cond, t[0].defined() ? t[0] : zero, t[1].defined() ? t[1] : zero), Y.shape());
+      });
 }
 
 Tensor where(const Tensor& cond, const Tensor& A, double value, const std::source_location& w) {

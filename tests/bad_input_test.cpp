@@ -11,6 +11,7 @@
 
 #include <tapegrad/check/functional.h>
 #include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/ops.h>
 #include "bad_input_util.h"
@@ -229,6 +230,49 @@ const std::vector<BadCase>& bad_cases() {
        Kind::Graph, {"set_requires_grad", "leaf", "scale"}},
       {"set_grad_shape", [] { z({2}).set_grad(z({3})); }, Kind::Shape,
        {"set_grad", "(3,)", "(2,)"}},
+      // forward mode
+      {"make_dual_outside_a_level", [] { tg::fwad::make_dual(z({2}), z({2})); }, Kind::Graph,
+       {"make_dual", "DualLevel"}},
+      {"make_dual_tangent_shape",
+       [] {
+         tg::fwad::DualLevel level;
+         tg::fwad::make_dual(z({2}), z({3}));
+       },
+       Kind::Shape, {"make_dual", "(3,)", "(2,)"}},
+      {"make_dual_tangent_dtype",
+       [] {
+         tg::fwad::DualLevel level;
+         tg::fwad::make_dual(z({2}), z({2}, f32));
+       },
+       Kind::Value, {"make_dual", "float32", "float64"}},
+      {"dual_level_nested",
+       [] {
+         tg::fwad::DualLevel level;
+         tg::fwad::DualLevel inner;
+       },
+       Kind::Graph, {"DualLevel", "nested"}},
+      {"jvp_tangent_shape", [] { tg::jvp(doubled, {z({2})}, {z({3})}); }, Kind::Shape,
+       {"jvp", "v 0 of shape (3,)", "input 0 of shape (2,)"}},
+      {"jvp_tangent_dtype", [] { tg::jvp(doubled, {z({2})}, {z({2}, f32)}); }, Kind::Value,
+       {"jvp", "float32", "float64"}},
+      {"jvp_no_outputs", [] { tg::jvp(nothing, {z({2})}, {z({2})}); }, Kind::Value,
+       {"jvp", "no outputs"}},
+      {"jvp_strict_constant_output",
+       [] {
+         tg::jvp([](const std::vector<Tensor>&) { return std::vector<Tensor>{z({2})}; }, {z({2})},
+                 {z({2})}, {.strict = true});
+       },
+       Kind::Graph, {"jvp", "output 0", "(2,)", "strict"}},
+      {"jacobian_forward_no_outputs", [] { tg::jacobian(nothing, {z({2})}, tg::JacobianMode::forward); },
+       Kind::Value, {"jacobian", "no outputs"}},
+      {"jvp_through_an_op_without_a_rule",
+       [] {
+         tg::jvp([](const std::vector<Tensor>& x) {
+           return std::vector<Tensor>{tg::record("my_op", x[0].detach().clone(), {x[0]}).formula(
+               [](const Tensor& dY) -> tg::Grads { return {dY}; })};
+         }, {z({2})}, {z({2})});
+       },
+       Kind::Graph, {"'my_op'", "no tangent rule"}},
       // the functional API
       {"hessian_non_scalar", [] { tg::hessian(doubled, {z({3})}); }, Kind::Shape,
        {"hessian", "(3,)", "one element"}},

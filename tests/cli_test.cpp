@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,14 @@ TEST(Cli, CheckPassesEveryOpAndModel) {
   EXPECT_NE(r.out.find(" passed, 0 failed\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model/multi_head"), std::string::npos);
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  // Forward mode has rows of its own: the ops, both models and the tiny GPT.
+  for (const char* name : {"softmax/", "model/single_head ", "model/multi_head/", "model/gpt/tanh "}) {
+    bool forward_row = false;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      forward_row |= line.starts_with(name) && line.find(" forward ") != std::string::npos;
+    EXPECT_TRUE(forward_row) << "no forward row for " << name;
+  }
 }
 
 // ---- attention end to end -----------------------------------------------------------------

@@ -129,6 +129,36 @@ TEST(Functional, VjpMatchesCentralDifferences) {
   }
 }
 
+// Forward mode: jacobian's forward columns against central differences, and jvp's J t against
+// J t made from those differences.
+TEST(Functional, ForwardModeMatchesCentralDifferences) {
+  Rng rng(11);
+  for (const Model& m : models()) {
+    SCOPED_TRACE(m.name);
+    const std::vector<Tensor> x = inputs_of(m);
+    const Jacobian J = jacobian(m.f, x, JacobianMode::forward);
+    const std::vector<Tensor> y = m.f(x);
+    const std::vector<Tensor> t = randn_like(x, rng);
+    const auto [outputs, jvps] = jvp(m.f, x, t);
+    ASSERT_EQ(J.size(), y.size());
+    ASSERT_EQ(jvps.size(), y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      EXPECT_EQ(outputs[i].to_vector(), y[i].to_vector());
+      std::vector<double> want(y[i].numel(), 0.0);  // sum_j (dy_i/dx_j) t_j, by differences
+      for (std::size_t j = 0; j < x.size(); ++j) {
+        SCOPED_TRACE("output " + std::to_string(i) + ", input " + std::to_string(j));
+        const std::vector<double> D = differences(m.f, x, i, j), tj = t[j].to_vector();
+        EXPECT_EQ(mismatch(J[i][j].to_vector(), D), "");
+        const int64_t n = x[j].numel();
+        for (std::size_t o = 0; o < want.size(); ++o)
+          for (int64_t k = 0; k < n; ++k) want[o] += D[o * n + k] * tj[k];
+      }
+      EXPECT_EQ(jvps[i].shape(), y[i].shape());
+      EXPECT_EQ(mismatch(jvps[i].to_vector(), want), "");
+    }
+  }
+}
+
 // |H[i][j][o, k] - H[j][i][k, o]| over the largest |H|.
 double asymmetry(const Jacobian& H, const std::vector<Tensor>& x) {
   double diff = 0, scale = 0;

@@ -1,5 +1,6 @@
 // The functional API against torch.autograd.functional itself (tests/functional_reference.py),
-// float64: vjp, jacobian, hessian, hvp and vhp of single- and two-head attention, a tanh MLP and
+// float64: vjp, jacobian, hessian, hvp and vhp, and forward mode's jvp and jacobian (against
+// PyTorch's jvp and jacobian), of single- and two-head attention, a tanh MLP and
 // the tiny GPT's loss (tests/functional_util.h; the GPT is tests/gpt_reference.py's), every
 // output and every result block to 1e-10 relative. A negative control: PyTorch's side with one
 // weight moved by 1e-6 relative must disagree. A missing torch is a failure.
@@ -23,7 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kFunctions = {"vjp", "jacobian", "hessian", "hvp", "vhp"};
+const std::vector<std::string> kFunctions = {"vjp", "jacobian", "hessian", "hvp", "vhp", "jvp",
+                                             "jacobian_forward"};
 
 std::string npy(const char* stem, std::size_t i) { return numbered(stem, i); }
 std::string block(std::size_t i, std::size_t j) {  // piece by piece: GCC 12 warns falsely on a chain of +
@@ -48,6 +50,11 @@ Answer compute(const Model& m, const std::string& function, const std::vector<Te
     auto [y, r] = vjp(m.f, x, v);
     return {y, r, {}};
   }
+  if (function == "jvp") {
+    auto [y, r] = jvp(m.f, x, v);
+    return {y, r, {}};
+  }
+  if (function == "jacobian_forward") return {m.f(x), {}, jacobian(m.f, x, JacobianMode::forward)};
   if (function == "hvp" || function == "vhp") {
     auto [y, r] = function == "hvp" ? hvp(m.scalar, x, v) : vhp(m.scalar, x, v);
     return {{y}, r, {}};
@@ -74,7 +81,7 @@ std::vector<Tensor> write_case(const fs::path& d, const Model& m, const std::str
   std::vector<Tensor> v;
   if (function == "vjp")
     for (const Tensor& y : m.f(x)) v.push_back(randn(y.shape(), rng, Dtype::f64));
-  if (function == "hvp" || function == "vhp")
+  if (function == "hvp" || function == "vhp" || function == "jvp")
     for (const Tensor& t : x) v.push_back(randn(t.shape(), rng, Dtype::f64));
   for (std::size_t k = 0; k < v.size(); ++k) write_npy((d / npy("v", k)).string(), v[k]);
   return v;

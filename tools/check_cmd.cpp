@@ -1,9 +1,11 @@
-// `tapegrad check`: gradcheck (and gradgradcheck where the case asks for it) of every op case in
-// the registry (every op of the op list must have one), of the attention models and of a tiny
-// GPT, as one table:
+// `tapegrad check`: gradcheck (and gradgradcheck where the case asks for it) and forward mode
+// (check_forward_ad: J t against central differences and the reverse pass, and forward over
+// reverse where the case is second order) of every op case in the registry (every op of the op
+// list must have one), of the attention models and of a tiny GPT, as one table:
 //
 //   op / case               shapes               check     max abs err  max rel err  result
 //   matmul/2d               (3, 4), (4, 2)       grad      1.2e-10      3.4e-09      PASS
+//   matmul/2d               (3, 4), (4, 2)       forward   3.1e-11      2.0e-09      PASS
 //
 // A model case checks the full Jacobian of Y with respect to X and every weight. A check whose
 // Jacobians are both zero proves nothing and counts as a failure; so does a case that throws.
@@ -29,23 +31,28 @@ namespace {
 struct Row {
   std::string name;    // "softmax/masked_row"
   std::string shapes;  // "(3, 4), (4, 2)"
-  std::string check;   // "grad" or "gradgrad"
+  std::string check;   // "grad", "gradgrad" or "forward"
   double max_abs = 0, max_rel = 0;
   bool passed = false;
   std::string message;  // why it failed
 };
 
-// One gradcheck or gradgradcheck, caught: a throwing case is a failed row, not a crash.
-Row run_one(const std::string& name, const std::string& shapes, bool second_order,
+enum class Check { grad, gradgrad, forward };
+
+// One gradcheck, gradgradcheck or forward-mode check (second order where `second_order`),
+// caught: a throwing case is a failed row, not a crash.
+Row run_one(const std::string& name, const std::string& shapes, Check check, bool second_order,
             const Function& fn, const std::vector<Tensor>& inputs, GradcheckOptions options) {
   Row row;
   row.name = name;
   row.shapes = shapes;
-  row.check = second_order ? "gradgrad" : "grad";
+  row.check = check == Check::grad ? "grad" : check == Check::gradgrad ? "gradgrad" : "forward";
   options.warn_vacuous = false;  // reported in the table instead of on stderr
+  options.check_forward_ad = false;  // a row of its own
   try {
-    const GradcheckResult r =
-        second_order ? gradgradcheck(fn, inputs, options) : gradcheck(fn, inputs, options);
+    const GradcheckResult r = check == Check::grad       ? gradcheck(fn, inputs, options)
+                              : check == Check::gradgrad ? gradgradcheck(fn, inputs, options)
+                                                         : check_forward_ad(fn, inputs, options, second_order);
     row.max_abs = r.max_abs_error;
     row.max_rel = r.max_rel_error;
     row.passed = r.passed && !r.vacuous;
@@ -54,6 +61,14 @@ Row run_one(const std::string& name, const std::string& shapes, bool second_orde
     row.message = std::string("threw: ") + e.what();
   }
   return row;
+}
+
+// The rows of one case: grad, gradgrad (second order), forward.
+void add_rows(std::vector<Row>& rows, const std::string& name, const std::string& shapes, bool second_order,
+              const Function& fn, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  rows.push_back(run_one(name, shapes, Check::grad, false, fn, inputs, options));
+  if (second_order) rows.push_back(run_one(name, shapes, Check::gradgrad, true, fn, inputs, options));
+  rows.push_back(run_one(name, shapes, Check::forward, second_order, fn, inputs, options));
 }
 
 // ---- the model cases --------------------------------------------------------------------
@@ -120,9 +135,7 @@ void add_model_rows(std::vector<Row>& rows) {
                                       : multi_head_attention(x[0], x[1], x[2], x[3], W_O, o);
       return std::vector<Tensor>{out.Y};
     };
-    const std::string shapes = model_shapes(inputs);
-    for (bool second : {false, true})
-      rows.push_back(run_one("model/" + c.name, shapes, second, fn, inputs, {}));
+    add_rows(rows, "model/" + c.name, model_shapes(inputs), true, fn, inputs, {});
   }
 }
 
@@ -155,8 +168,7 @@ void add_gpt_rows(std::vector<Row>& rows) {
       for (std::size_t i = 0; i < params.size(); ++i) model->set_parameter(names[i], params[i]);
       return std::vector<Tensor>{model->loss(idx, targets)};
     };
-    rows.push_back(run_one("model/" + c.name, std::to_string(inputs.size()) + " parameters",
-                           false, fn, inputs, {}));
+    add_rows(rows, "model/" + c.name, std::to_string(inputs.size()) + " parameters", false, fn, inputs, {});
   }
 }
 
@@ -187,11 +199,7 @@ void print_table(std::ostream& out, const std::vector<Row>& rows) {
 int run_check(std::ostream& out) {
   std::vector<Row> rows;
   const std::vector<OpCase> cases = op_cases();
-  for (const OpCase& c : cases) {
-    rows.push_back(run_one(c.name, c.shapes(), false, c.fn, c.inputs, c.options));
-    if (c.second_order)
-      rows.push_back(run_one(c.name, c.shapes(), true, c.fn, c.inputs, c.options));
-  }
+  for (const OpCase& c : cases) add_rows(rows, c.name, c.shapes(), c.second_order, c.fn, c.inputs, c.options);
   add_model_rows(rows);
   add_gpt_rows(rows);
   // Every op of the op list must have cases: one without is a failure, not a silent gap.

@@ -1,0 +1,30 @@
+#pragma once
+// Shared by the ops' tangent rules (forward mode; not installed). A rule's input tangents may be
+// undefined (a zero tangent): these helpers take that in their stride.
+
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/add.h>
+#include <tapegrad/ops/broadcast_to.h>
+
+namespace tg::detail {
+
+/// t broadcast to `shape` (an input the op broadcast), or t itself; undefined stays undefined.
+inline Tensor tangent_to(const Tensor& t, const Shape& shape) {
+  if (!t.defined() || t.shape() == shape) return t;
+  return broadcast_to(t, shape);
+}
+
+/// a + b broadcast to `shape`, where either may be undefined (zero); undefined when both are.
+inline Tensor tangent_sum(const Tensor& a, const Tensor& b, const Shape& shape) {
+  if (!a.defined()) return tangent_to(b, shape);
+  if (!b.defined()) return tangent_to(a, shape);
+  return tangent_to(add(a, b), shape);
+}
+
+/// f(t) where t is defined, else undefined: a term of a rule that one input's tangent makes.
+template <class F>
+Tensor tangent_term(const Tensor& t, F f) {
+  return t.defined() ? f(t) : Tensor();
+}
+
+}  // namespace tg::detail
