@@ -87,16 +87,27 @@ void BM_Functional_HvpGpt(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(tg::hvp(g.loss, g.params, g.v));
 }
 
-// Forward mode's cost: J 1 is the jvp of the GPT's loss in all its parameters (one forward pass
-// with dual parameters, every op's tangent rule, no backward), J 0 the plain forward of the same
-// loss with grad mode off; the ratio of the two is what forward mode adds.
+// Forward mode's cost against the plain forward of the same loss with grad mode off (J 0): the
+// jvp (one forward pass with dual inputs, every op's tangent rule, no backward) in all the
+// parameters (J 1), and along the input only (J 2: the position embeddings, so the tangent enters
+// with the embeddings and every weight is a constant). A product x W costs one GEMM, its tangent
+// tx W + x tW two with a tangent on W and one without: the GEMMs alone make J 1 3x the forward's
+// FLOPs and J 2 2x.
 template <class T>
 void BM_Functional_JvpGpt(benchmark::State& st) {
   tg::Rng rng(0);
   GptLoss<T> g(st, rng);
-  const bool jvp = st.range(6) == 1;
+  const int64_t mode = st.range(6);
+  std::size_t wpe = 0;
+  while (g.names[wpe] != "transformer.wpe.weight") ++wpe;
+  const tg::Function along_input = [&](const std::vector<tg::Tensor>& p) {
+    std::vector<tg::Tensor> all = g.params;
+    all[wpe] = p[0];
+    return g.loss(all);
+  };
   auto run = [&] {
-    if (jvp) return tg::jvp(g.loss, g.params, g.v).jvps[0];
+    if (mode == 1) return tg::jvp(g.loss, g.params, g.v).jvps[0];
+    if (mode == 2) return tg::jvp(along_input, {g.params[wpe]}, {g.v[wpe]}).jvps[0];
     const tg::NoGradGuard off;
     return g.loss(g.params)[0];
   };
@@ -108,7 +119,7 @@ void mlp_size(benchmark::internal::Benchmark* b) {
   b->Args({32, 16, 32, 14})->ArgNames({"N", "D", "H", "O"})->Unit(benchmark::kMillisecond);
 }
 void jvp_size(benchmark::internal::Benchmark* b) {
-  for (int64_t j : {0, 1}) b->Args({65, 4, 4, 128, 64, 12, j});
+  for (int64_t j : {0, 1, 2}) b->Args({65, 4, 4, 128, 64, 12, j});
   b->ArgNames({"V", "L", "H", "C", "T", "B", "J"})->Unit(benchmark::kMillisecond);
 }
 void gpt_size(benchmark::internal::Benchmark* b) {
@@ -119,7 +130,8 @@ BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, float)->Apply(mlp_size);
 BENCHMARK_TEMPLATE(BM_Functional_HessianMlp, double)->Apply(mlp_size);
 BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, float)->Apply(gpt_size);
 BENCHMARK_TEMPLATE(BM_Functional_HvpGpt, double)->Apply(gpt_size);
-// nanoGPT's CPU recipe (bench/gpt_bench.cpp), plain forward (J 0) and jvp (J 1).
+// nanoGPT's CPU recipe (bench/gpt_bench.cpp): plain forward (J 0), jvp in every parameter (J 1),
+// jvp along the input (J 2).
 BENCHMARK_TEMPLATE(BM_Functional_JvpGpt, float)->Apply(jvp_size);
 BENCHMARK_TEMPLATE(BM_Functional_JvpGpt, double)->Apply(jvp_size);
 

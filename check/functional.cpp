@@ -267,6 +267,13 @@ HessianProduct<std::vector<Tensor>> hessian_product(const Function& f,
                                                     const FunctionalOptions& options, Product kind) {
   const std::string who = kind == Product::vhp ? "vhp" : "hvp";
   const bool graph = options.create_graph;
+  if (kind == Product::hvp && !graph && !options.strict) {
+    try {
+      return hvp_forward_over_reverse(f, xs, v, who);
+    } catch (const GraphError& e) {
+      if (!is_missing_rule(e)) throw;  // an op without a tangent rule: the trick below
+    }
+  }
   const GradModeGuard on(true);
   GradientOf s = gradient_of(f, xs, v, options, who);
   std::vector<Tensor> p;
@@ -326,13 +333,6 @@ Tensor jacobian(const TensorFunction& f, const Tensor& input, const FunctionalOp
 Jacobian hessian(const Function& f, const std::vector<Tensor>& inputs,
                  const FunctionalOptions& options) {
   const std::string who = "hessian";
-  if (!options.create_graph && !options.strict) {
-    try {
-      return hessian_forward_over_reverse(f, inputs, who);
-    } catch (const GraphError& e) {
-      if (!is_missing_rule(e)) throw;  // else reverse over reverse below
-    }
-  }
   // The gradient of f as a function of the inputs, built with create_graph: its Jacobian is H.
   const Function gradient = [&](const std::vector<Tensor>& x) {
     const Function scalar_f = [&](const std::vector<Tensor>& xi) {

@@ -9,8 +9,12 @@
 //                                             gradient built with create_graph (reverse over
 //                                             reverse), shape x_i.shape + x_j.shape
 //   vhp(f, x, v)      = (f(x), v^T H)         grad(<grad f, v>): two backwards
-//   hvp(f, x, v)      = (f(x), H v)           PyTorch's double-backward trick: g = grad f (with
-//                                             create_graph), u = zeros requiring grad,
+//   hvp(f, x, v)      = (f(x), H v)           forward over reverse: grad f by the reverse pass
+//                                             at x + v eps carries H v as its tangent (one
+//                                             forward, one backward). With create_graph or
+//                                             strict, or where f meets an op without a tangent
+//                                             rule, PyTorch's double-backward trick: g = grad f
+//                                             (with create_graph), u = zeros requiring grad,
 //                                             w = grad(<g, u>) = H^T u, then H v = grad(<w, v>)
 //                                             w.r.t. u; equal to vhp's where H is symmetric
 //
@@ -26,10 +30,13 @@
 //
 //   jvp(f, x, t)      = (f(x), J t)           one forward pass with dual inputs, no backward
 //   jacobian(f, x, JacobianMode::forward)     one such pass per element of each x_j: the columns
-//   hessian(f, x)     forward over reverse: in a DualLevel with x_j + e_k eps, grad f by the
-//                     reverse pass carries column k of H[.][j] as its tangent; where f meets an
-//                     op without a tangent rule, or with create_graph or strict, reverse over
-//                     reverse as above
+//   hessian(f, x, JacobianMode::forward)   forward over reverse (PyTorch's
+//                     outer_jacobian_strategy="forward-mode"): in a DualLevel with x_j + e_k eps,
+//                     grad f by the reverse pass carries column k of H[.][j] as its tangent. One
+//                     forward and backward per input entry, where reverse over reverse (the
+//                     default, as PyTorch's) runs f once and then one backward of the double
+//                     graph per entry: several times faster here, without a vmap to batch the
+//                     tangents (1,006 parameters of a tanh MLP: 68 against 12 ms, float)
 //
 // Built on tg::grad's engine (which can leave an unreached input's gradient undefined, PyTorch's
 // None, for strict mode). Jacobians are assembled with ops' stack and reshape: it lives in check/,
@@ -112,6 +119,15 @@ Jacobian jacobian(const Function& f, const std::vector<Tensor>& inputs, Jacobian
 Tensor jacobian(const TensorFunction& f, const Tensor& input, JacobianMode mode,
                 const FunctionalOptions& options = {});
 
+/// The Hessian blocks of hessian() below, with the outer Jacobian (of the gradient) taken by
+/// `outer`: reverse (reverse over reverse, as hessian()) or forward (forward over reverse; with
+/// create_graph or strict, reverse). Throws as hessian() does, and GraphError when forward over
+/// reverse meets an op without a tangent rule.
+Jacobian hessian(const Function& f, const std::vector<Tensor>& inputs, JacobianMode outer,
+                 const FunctionalOptions& options = {});
+Tensor hessian(const TensorFunction& f, const Tensor& input, JacobianMode outer,
+               const FunctionalOptions& options = {});
+
 /// The Hessian blocks H[i][j] = d2 f / dx_i dx_j of shape x_i.shape + x_j.shape of a function
 /// returning one tensor of one element. Throws as jacobian does, and ValueError / ShapeError
 /// when f returns more than one tensor or one of more than one element.
@@ -128,7 +144,8 @@ HessianProduct<std::vector<Tensor>> vhp(const Function& f, const std::vector<Ten
 HessianProduct<Tensor> vhp(const TensorFunction& f, const Tensor& input, const Tensor& v = Tensor(),
                            const FunctionalOptions& options = {});
 
-/// f(x) and H v, by the double-backward trick (see the top); throws as vhp does.
+/// f(x) and H v, by forward over reverse or the double-backward trick (see the top); throws as
+/// vhp does.
 HessianProduct<std::vector<Tensor>> hvp(const Function& f, const std::vector<Tensor>& inputs,
                                         const std::vector<Tensor>& v = {},
                                         const FunctionalOptions& options = {});

@@ -36,6 +36,13 @@ std::vector<Tensor> one_or_none(const Tensor& t);
 /// when f meets an op without a tangent rule.
 Jacobian hessian_forward_over_reverse(const Function& f, const std::vector<Tensor>& xs,
                                       const std::string& who);
+/// hvp by forward over reverse: grad f by the reverse pass at x + v eps carries H v as its
+/// tangent (one forward and one backward, where the double-backward trick runs three
+/// backwards). Throws GraphError (naming the op) when f meets an op without a tangent rule.
+HessianProduct<std::vector<Tensor>> hvp_forward_over_reverse(const Function& f,
+                                                             const std::vector<Tensor>& xs,
+                                                             const std::vector<Tensor>& v,
+                                                             const std::string& who);
 /// Whether e is forward mode's "has no tangent rule" error.
 bool is_missing_rule(const GraphError& e);
 

@@ -1,5 +1,6 @@
 // The functional API's forward-mode half (functional.h): jvp, jacobian's forward mode and the
 // Hessian by forward over reverse, each on dual inputs in a DualLevel (autograd/forward_ad.h).
+// (is_missing_rule stays for callers that fall back to reverse mode.)
 
 #include <optional>
 #include <string>
@@ -129,6 +130,28 @@ Jacobian hessian_forward_over_reverse(const Function& f, const std::vector<Tenso
   return H;
 }
 
+HessianProduct<std::vector<Tensor>> hvp_forward_over_reverse(const Function& f,
+                                                             const std::vector<Tensor>& xs,
+                                                             const std::vector<Tensor>& v,
+                                                             const std::string& who) {
+  const GradModeGuard on(true);
+  const std::vector<Tensor> in = fresh_inputs(xs, /*create_graph=*/false, who);
+  std::vector<Tensor> t = checked_v(v, in, "input", /*create_graph=*/false, who);
+  if (t.empty()) t.push_back(ones_like(in[0]));
+  fwad::DualLevel level;
+  std::vector<Tensor> duals;
+  for (std::size_t j = 0; j < in.size(); ++j) duals.push_back(fwad::make_dual(in[j], t[j]));
+  const Tensor y = scalar_output(call(f, duals, /*strict=*/false, who), who);
+  // grad f by the reverse pass at x + v eps: its tangent is H v.
+  const std::vector<Tensor> g = y.requires_grad() ? grad({y}, in) : std::vector<Tensor>(in.size());
+  std::vector<Tensor> Hv;
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    const Tensor c = g[j].defined() ? fwad::unpack_dual(g[j]).tangent : Tensor();
+    Hv.push_back(c.defined() ? c.detach() : zeros_like(in[j]));
+  }
+  return {fwad::unpack_dual(y).primal.detach(), Hv};
+}
+
 }  // namespace functional_detail
 using namespace functional_detail;
 
@@ -147,6 +170,18 @@ JvpResult<Tensor> jvp(const TensorFunction& f, const Tensor& primal, const Tenso
                       const FunctionalOptions& options) {
   auto r = jvp(of_vectors(f), {primal}, one_or_none(tangent), options);
   return {r.outputs[0], r.jvps[0]};
+}
+
+Jacobian hessian(const Function& f, const std::vector<Tensor>& inputs, JacobianMode outer,
+                 const FunctionalOptions& options) {
+  if (outer == JacobianMode::reverse || options.create_graph || options.strict)
+    return hessian(f, inputs, options);
+  return hessian_forward_over_reverse(f, inputs, "hessian");
+}
+
+Tensor hessian(const TensorFunction& f, const Tensor& input, JacobianMode outer,
+               const FunctionalOptions& options) {
+  return hessian(of_vectors(f), {input}, outer, options)[0][0];
 }
 
 Jacobian jacobian(const Function& f, const std::vector<Tensor>& inputs, JacobianMode mode,

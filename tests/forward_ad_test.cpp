@@ -296,7 +296,8 @@ TEST(ForwardMode, ReadmeExampleRunsAndTheReadmeShowsIt) {
   TensorFunction f = [](const Tensor& v) { return tanh(mul(v, v)); };
   auto [y, Jt2] = jvp(f, x, t);                        // (f(x), J t)
   Tensor J = jacobian(f, x, JacobianMode::forward);    // one forward pass per input entry
-  Tensor H = hessian([](const Tensor& v) { return sum(tanh(mul(v, v))); }, x);  // forward over reverse
+  TensorFunction s = [](const Tensor& v) { return sum(tanh(mul(v, v))); };
+  Tensor H = hessian(s, x, JacobianMode::forward);     // forward over reverse
   // README end
   const std::vector<double> xv = x.to_vector();
   const double d0 = 2 * xv[0] * (1 - std::pow(std::tanh(xv[0] * xv[0]), 2));
@@ -309,6 +310,8 @@ TEST(ForwardMode, ReadmeExampleRunsAndTheReadmeShowsIt) {
   const Tensor Jr = jacobian(f, x);  // reverse mode: the same matrix
   for (int64_t k = 0; k < 9; ++k) EXPECT_NEAR(J.to_vector()[k], Jr.to_vector()[k], 1e-15);
   EXPECT_EQ(H.shape(), tg::Shape({3, 3}));
+  const Tensor Hr = hessian(s, x);  // reverse over reverse: the same
+  for (int64_t k = 0; k < 9; ++k) EXPECT_NEAR(H.to_vector()[k], Hr.to_vector()[k], 1e-14);
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 3; ++j) {
       const double u = xv[i] * xv[i], th = std::tanh(u), want = i != j ? 0.0 : 2 * (1 - th * th) - 8 * u * th * (1 - th * th);

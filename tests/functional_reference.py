@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of tests/functional_torch_test.cpp: torch.autograd.functional's vjp, jacobian,
-hessian, hvp, vhp and jvp (tapegrad's jvp and forward-mode jacobian are compared with PyTorch's
-jvp and jacobian) in float64 of the functions of tests/functional_util.h, written out in torch:
+hessian, hvp, vhp and jvp (tapegrad's jvp and forward-mode jacobian and hessian are compared
+with PyTorch's jvp, jacobian and hessian) in float64 of the functions of tests/functional_util.h, written out in torch:
 
   attention1, attention2: Y = multi-head causal attention (nn/attention.h's layout: head h takes
       columns [h d/H, (h+1) d/H) of Q, K, V; scores scaled by 1/sqrt(d/H); Y = concat(A V) W_O)
@@ -101,7 +101,7 @@ def run_case(d, model, function, perturb):
         y, r = functional.jvp(f, x, v)
         r = r if isinstance(r, tuple) else (r,)
     else:
-        # jacobian_forward: tapegrad's forward-mode columns against PyTorch's Jacobian
+        # jacobian_forward, hessian_forward: tapegrad's forward mode against PyTorch's blocks
         jac = function in ("jacobian", "jacobian_forward")
         y = f(*x) if jac else scalar(*x)
         J = functional.jacobian(f, x) if jac else functional.hessian(scalar, x)

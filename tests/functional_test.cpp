@@ -191,6 +191,15 @@ TEST(Functional, HessianMatchesDifferencesOfTheGradientAndIsSymmetric) {
         EXPECT_EQ(mismatch(H[i][j].to_vector(), differences(g, x, i, j)), "");
       }
     EXPECT_LE(asymmetry(H, x), 1e-12);
+    // Forward over reverse: the same blocks, symmetric too.
+    const Jacobian Hf = hessian(m.scalar, x, JacobianMode::forward);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      for (std::size_t j = 0; j < x.size(); ++j) {
+        SCOPED_TRACE("forward over reverse, inputs " + std::to_string(i) + ", " + std::to_string(j));
+        EXPECT_EQ(Hf[i][j].shape(), H[i][j].shape());
+        EXPECT_EQ(mismatch(Hf[i][j].to_vector(), H[i][j].to_vector(), 1e-12, 1e-10), "");
+      }
+    EXPECT_LE(asymmetry(Hf, x), 1e-12);
   }
 }
 

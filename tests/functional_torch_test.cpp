@@ -1,6 +1,6 @@
 // The functional API against torch.autograd.functional itself (tests/functional_reference.py),
-// float64: vjp, jacobian, hessian, hvp and vhp, and forward mode's jvp and jacobian (against
-// PyTorch's jvp and jacobian), of single- and two-head attention, a tanh MLP and
+// float64: vjp, jacobian, hessian, hvp and vhp, and forward mode's jvp, jacobian and hessian
+// (forward over reverse; against PyTorch's jvp, jacobian and hessian), of single- and two-head attention, a tanh MLP and
 // the tiny GPT's loss (tests/functional_util.h; the GPT is tests/gpt_reference.py's), every
 // output and every result block to 1e-10 relative. A negative control: PyTorch's side with one
 // weight moved by 1e-6 relative must disagree. A missing torch is a failure.
@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kFunctions = {"vjp", "jacobian", "hessian", "hvp", "vhp", "jvp",
-                                             "jacobian_forward"};
+                                             "jacobian_forward", "hessian_forward"};
 
 std::string npy(const char* stem, std::size_t i) { return numbered(stem, i); }
 std::string block(std::size_t i, std::size_t j) {  // piece by piece: GCC 12 warns falsely on a chain of +
@@ -55,6 +55,7 @@ Answer compute(const Model& m, const std::string& function, const std::vector<Te
     return {y, r, {}};
   }
   if (function == "jacobian_forward") return {m.f(x), {}, jacobian(m.f, x, JacobianMode::forward)};
+  if (function == "hessian_forward") return {m.scalar(x), {}, hessian(m.scalar, x, JacobianMode::forward)};
   if (function == "hvp" || function == "vhp") {
     auto [y, r] = function == "hvp" ? hvp(m.scalar, x, v) : vhp(m.scalar, x, v);
     return {{y}, r, {}};
