@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -116,6 +117,19 @@ void BM_GPT_TrainStepCheckpoint(benchmark::State& st) {
   time_steps(st, model, c.V, c.B, c.T, rng);
 }
 
+// Anomaly mode's cost: the recipe's step without a tg::AnomalyGuard (A 0; what every step pays:
+// one flag test per node) and with one (A 1: every gradient scanned for NaN and infinity).
+template <class T>
+void BM_GPT_TrainStepAnomaly(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  tg::Rng rng(0);
+  tg::nn::GPT model(make_config<T>(c), rng);
+  model.train();
+  std::optional<tg::AnomalyGuard> guard;
+  if (st.range(6) != 0) guard.emplace();
+  time_steps(st, model, c.V, c.B, c.T, rng);
+}
+
 // The Llama at the recipe's size: V, L, H, H_kv, C, T, B; the MLP 8/3 C wide (344 for 128), as
 // `tapegrad train --arch llama` builds it.
 template <class T>
@@ -206,6 +220,11 @@ BENCHMARK_TEMPLATE(BM_GPT_TrainStepCheckpoint, float)
     ->Args({65, 8, 8, 256, 256, 16, 0})
     ->Args({65, 8, 8, 256, 256, 16, 1})
     ->ArgNames({"V", "L", "H", "C", "T", "B", "K"})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_GPT_TrainStepAnomaly, float)
+    ->Args({65, 4, 4, 128, 64, 12, 0})
+    ->Args({65, 4, 4, 128, 64, 12, 1})
+    ->ArgNames({"V", "L", "H", "C", "T", "B", "A"})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_Llama_TrainStep, float)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_Llama_TrainStep, double)->Apply(llama_recipe);
