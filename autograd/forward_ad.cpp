@@ -65,6 +65,8 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent) {
   if (!level_open)
     throw GraphError("fwad::make_dual: no forward-AD level is open; make duals inside a "
                      "tg::fwad::DualLevel");
+  if (open_level == 0)
+    throw GraphError("fwad::make_dual: called inside a tangent rule, where forward mode is off");
   if (!primal.defined() || !tangent.defined())
     throw ValueError("fwad::make_dual: the primal and the tangent must be defined tensors");
   if (!is_floating(primal.dtype()) || tangent.dtype() != primal.dtype())
@@ -106,9 +108,12 @@ Tensor tangent_of(const Tensor& t) {
 
 std::unique_ptr<Tangents> gather_tangents(std::span<const Tensor> inputs) {
   std::unique_ptr<Tangents> t;
-  for (std::size_t i = 0; i < inputs.size() && i < static_cast<std::size_t>(kMaxInputs); ++i) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
     Tensor ti = tangent_of(inputs[i]);
     if (!ti.defined()) continue;
+    if (i >= static_cast<std::size_t>(kMaxInputs))
+      throw GraphError("forward AD: an op of " + std::to_string(inputs.size()) + " inputs; a "
+                       "tangent rule takes at most " + std::to_string(kMaxInputs));
     if (!t) t = std::make_unique<Tangents>();
     (*t)[i] = std::move(ti);
   }
@@ -134,9 +139,16 @@ void set_output_tangent(Tensor& out, Node* node, const char* op, const Tensor& t
   out.impl().tangent = t.impl_ptr();
   out.impl().tangent_level = open_level;
   if (node) {
-    node->output_tangent = t.impl_ptr();
+    // The values only: t may be on the tape through a node that reads the output (a rule
+    // (t, Y) under grad mode), which holds this node; a handle to t itself would be a cycle.
+    node->output_tangent = t.detach().impl_ptr();
     node->output_tangent_level = open_level;
   }
+}
+
+Tensor output_for_rule(const Tensor& out) {
+  if (out.is_leaf()) return alias(out);
+  return node_output(out.impl().grad_fn, out.impl().storage);
 }
 
 [[noreturn]] void rethrow_in_tangent_rule(const char* op) {

@@ -192,6 +192,10 @@ std::unique_ptr<Tangents> gather_tangents(std::span<const Tensor> inputs);
 /// node's record of it. Throws GraphError naming op when t does not fit.
 void set_output_tangent(Tensor& out, Node* node, const char* op, const Tensor& t,
                         const std::source_location& where);
+/// The output as a rule (t, Y) reads it: its values and place on the tape in a handle of its own,
+/// so that a tangent recorded from it (grad mode on) does not hold the handle that holds the
+/// tangent (a cycle that would never be freed).
+Tensor output_for_rule(const Tensor& out);
 /// Rethrows the exception in flight, same type, naming op's tangent rule.
 [[noreturn]] void rethrow_in_tangent_rule(const char* op);
 /// Throws GraphError: op met a dual input and has no tangent rule.
@@ -267,7 +271,7 @@ class Recording {
     try {
       const detail::NoForwardGuard inside_the_rule;
       if constexpr (std::is_invocable_v<R, const Tangents&, const Tensor&>)
-        t = rule(*tangents_, out_);
+        t = rule(*tangents_, detail::output_for_rule(out_));
       else
         t = rule(*tangents_);
     } catch (...) {

@@ -153,6 +153,7 @@ void Node::release() {
   drop_closure(kernel, q);
   if (recompute) recompute->run = nullptr;  // the kept inputs go; the edges stay, as next's do
   output_storage.reset();
+  output_tangent.reset();
   released = true;
   drain(q);
 }
@@ -285,8 +286,8 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   const bool forward = forward_level() != 0;
   const bool use_kernel = n.kernel && !(n.formula && (create_graph || formula_only || forward));
   if (forward && !n.formula)
-    throw GraphError("backward: " + op_at(n) + " has a kernel but no formula in ops, so forward "
-                     "mode cannot go through its backward");
+    throw GraphError(std::string("forward AD: '") + n.op + "' (" + recorded_str(n) + ") has a "
+                     "kernel but no formula in ops, so forward mode cannot go through its backward");
   if (create_graph && !n.formula)
     throw GraphError("backward: " + op_at(n) + " is not twice differentiable: it has a kernel "
                      "but no formula in ops, so create_graph cannot record its backward");

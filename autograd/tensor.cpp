@@ -186,7 +186,7 @@ Tensor Tensor::to(Dtype d, const std::source_location& where) const {
   const Dtype from = dtype();
   return record("to", out, {*this}, where)
       .formula([from](const Tensor& dY) -> Grads { return {dY.to(from)}; })
-      .jvp([d](const Tangents& t) { return t[0].to(d); });
+      .jvp([&](const Tangents& t) { return t[0].to(d); });
 }
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {

@@ -2,7 +2,9 @@
 // tangents t of the checked inputs and random weights u of the outputs, in one DualLevel:
 //
 //   J t        by forward mode (one pass, the ops' tangent rules), against central differences
-//              (f(x + eps t) - f(x - eps t)) / (2 eps), entry by entry (atol + rtol, as gradcheck);
+//              (f(x + eps t) - f(x - eps t)) / (2 eps), entry by entry (atol + rtol, as gradcheck),
+//              with every checked input's tangent and then with each one's alone (a rule's
+//              terms for inputs without a tangent);
 //   <u, J t>   against <J^T u, t>, J^T u by the reverse pass at the same point (the formulas),
 //              to 1e-10 relative in float64 (relative to the terms' size, and at least 1): the two
 //              modes are one derivative;
@@ -56,14 +58,56 @@ std::vector<std::vector<double>> eval_at(const Function& f, const std::vector<Te
   return out;
 }
 
-struct Worst {
-  double ratio = -1;
-  std::string what;
-  void note(double r, const std::string& w) {
-    if (std::isnan(ratio)) return;
-    if (r > ratio || std::isnan(r)) ratio = r, what = w;
+// J t (one tensor per output of f, undefined for a non-float one) against central differences
+// of f along t, entry by entry (atol + rtol, as gradcheck), into r; `what` names the tangents in
+// the message. Returns the message of the worst failing entry, or "".
+std::string compare_with_differences(const Function& f, const std::vector<Tensor>& values,
+                                     const std::vector<Tensor>& t, const std::vector<Tensor>& jt,
+                                     const GradcheckOptions& o, const std::string& what,
+                                     GradcheckResult& r) {
+  const auto plus = eval_at(f, values, t, o.eps), minus = eval_at(f, values, t, -o.eps);
+  double worst = -1;
+  std::string message;
+  for (std::size_t j = 0; j < jt.size(); ++j) {
+    if (!jt[j].defined()) continue;
+    const std::vector<double> a = jt[j].to_vector();
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      const double n = (plus[j][k] - minus[j][k]) / (2 * o.eps);
+      const double diff = std::fabs(a[k] - n);
+      ++r.entries;
+      r.max_abs_error = std::max(r.max_abs_error, diff);
+      if (diff > 0 && std::fabs(n) > o.atol) r.max_rel_error = std::max(r.max_rel_error, diff / std::fabs(n));
+      const double ratio = diff / (o.atol + o.rtol * std::fabs(n));
+      if (ratio <= 1.0 || (worst > ratio && !std::isnan(ratio)) || std::isnan(worst)) continue;
+      worst = ratio;
+      std::ostringstream w;
+      w.precision(10);
+      w << "J t of output " << j << " at " << jt[j].shape().index_str(static_cast<int64_t>(k)) << " ("
+        << what << "): forward mode " << a[k] << ", central differences " << n;
+      message = w.str();
+      r.output = static_cast<int>(j), r.output_element = static_cast<int64_t>(k);
+      r.analytical = a[k], r.numerical = n;
+    }
   }
-};
+  return message;
+}
+
+// J t by forward mode alone (grad mode off), the tangents t on the inputs that have one.
+std::vector<Tensor> forward_only(const Function& f, const std::vector<Tensor>& values,
+                                 const std::vector<Tensor>& t) {
+  const NoGradGuard off;
+  fwad::DualLevel level;
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    xs.push_back(t[i].defined() ? fwad::make_dual(values[i], t[i]) : values[i]);
+  std::vector<Tensor> jt;
+  for (const Tensor& y : f(xs)) {
+    Tensor tan = is_floating(y.dtype()) ? fwad::unpack_dual(y).tangent : Tensor();
+    if (!tan.defined() && is_floating(y.dtype())) tan = zeros(y.shape(), y.dtype());
+    jt.push_back(tan);
+  }
+  return jt;
+}
 
 }  // namespace
 
@@ -122,34 +166,20 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
     }
   }
 
-  // J t against central differences.
-  const auto plus = eval_at(f, values, t, o.eps), minus = eval_at(f, values, t, -o.eps);
-  Worst worst;
+  // J t against central differences: with every checked input's tangent, then (where there are
+  // several) with one input's at a time, so that each rule's zero-tangent paths are seen too.
   std::ostringstream m;
   m.precision(10);
-  for (std::size_t j = 0; j < outs.size(); ++j) {
-    if (!jt[j].defined()) continue;
-    const std::vector<double> a = jt[j].to_vector();
-    for (std::size_t k = 0; k < a.size(); ++k) {
-      const double n = (plus[j][k] - minus[j][k]) / (2 * o.eps);
-      const double diff = std::fabs(a[k] - n);
-      ++r.entries;
-      r.max_abs_error = std::max(r.max_abs_error, diff);
-      if (diff > 0 && std::fabs(n) > o.atol) r.max_rel_error = std::max(r.max_rel_error, diff / std::fabs(n));
-      const double ratio = diff / (o.atol + o.rtol * std::fabs(n));
-      if (!(ratio <= 1.0)) r.passed = false;
-      if (ratio > worst.ratio || std::isnan(ratio)) {
-        std::ostringstream w;
-        w.precision(10);
-        w << "J t of output " << j << " at " << outs[j].shape().index_str(k) << ": forward mode "
-          << a[k] << ", central differences " << n;
-        worst.note(ratio, w.str());
-        r.output = static_cast<int>(j), r.output_element = static_cast<int64_t>(k);
-        r.analytical = a[k], r.numerical = n;
-      }
-    }
+  std::string bad = compare_with_differences(f, values, t, jt, o, "every input's tangent", r);
+  const int n_checked = static_cast<int>(std::count(checked.begin(), checked.end(), true));
+  for (std::size_t i = 0; i < values.size() && n_checked > 1 && bad.empty(); ++i) {
+    if (!checked[i]) continue;
+    std::vector<Tensor> ti(values.size());
+    ti[i] = t[i];
+    bad = compare_with_differences(f, values, ti, forward_only(f, values, ti), o,
+                                   "input " + std::to_string(i) + "'s tangent alone", r);
   }
-  if (!r.passed) m << "check_forward_ad failed: " << worst.what;
+  if (!bad.empty()) r.passed = false, m << "check_forward_ad failed: " << bad;
 
   // <u, J t> against <J^T u, t>.
   double fwd_abs = 0, rev_abs = 0, fwd = 0, rev = 0;

@@ -35,7 +35,7 @@ Tensor abs(const Tensor& X, const std::source_location& where) {
   return record("abs", Y, {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads { return {mul(dY, sign_of(X))}; })
-      .jvp([X](const Tangents& t) { return mul(t[0], sign_of(X)); });
+      .jvp([&](const Tangents& t) { return mul(t[0], sign_of(X)); });
 }
 
 }  // namespace tg

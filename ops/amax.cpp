@@ -45,7 +45,7 @@ Tensor extreme_value(const char* op, const Tensor& X, int axis, bool keepdim, bo
       .formula([S, kept = r.kept](const Tensor& dY) -> Grads {
         return {mul(reshape(dY, kept.vec()), S)};
       })
-      .jvp([S, axis, keepdim](const Tangents& t) { return sum(mul(t[0], S), axis, keepdim); });
+      .jvp([&](const Tangents& t) { return sum(mul(t[0], S), axis, keepdim); });
 }
 
 }  // namespace

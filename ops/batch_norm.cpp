@@ -176,7 +176,7 @@ Tensor batch_norm(const Tensor& X, const Tensor& running_mean, const Tensor& run
       .formula([X, W, B, mu_c, r_c, eps](const Tensor& dY) -> Grads {
         return batch_norm_formula(X, W, B, mu_c, r_c, eps, dY);
       })
-      .jvp([X, W, mu_c, r_c, eps](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return batch_norm_jvp(X, W, mu_c, r_c, eps, t);
       });
 }

@@ -43,9 +43,9 @@ void check_inputs(const Tensor& X, const Tensor& Y, const Tensor& P) {
   if (!fits)
     throw ShapeError(std::string(kOp) + ": pos_weight must broadcast to the input's shape: " +
                      shapes);
-  if (P.requires_grad())
-    throw ValueError(std::string(kOp) + ": pos_weight is a constant here (no gradient flows to "
-                     "it); pass pos_weight.detach(): " + shapes);
+  if (P.requires_grad() || detail::tangent_of(P).defined())
+    throw ValueError(std::string(kOp) + ": pos_weight is a constant here (no gradient or "
+                     "tangent flows to it); pass pos_weight.detach(): " + shapes);
 }
 
 // dE/dX = (1 - Y + P Y) s - P Y  (= s - Y without P), from s = sigmoid(X).
@@ -92,7 +92,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& X, const Tensor& Y,
         if (Y.requires_grad()) dY = mul(dL, scale(minus_slope_y(X, s, P), -f));
         return {dX, dY};
       })
-      .jvp([X, Y, P, f, reduction = o.reduction](const Tangents& t) {
+      .jvp([&, reduction = o.reduction](const Tangents& t) {
         const Tensor s = sigmoid(X);
         const Tensor from_x = detail::tangent_term(
             t[0], [&](const Tensor& tX) { return mul(scale(slope_x(s, Y, P), f), tX); });

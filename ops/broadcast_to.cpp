@@ -49,7 +49,7 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
   });
   return record("broadcast_to", Y, {X}, where)
       .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {sum_to(dY, sX)}; })
-      .jvp([shape](const Tangents& t) { return broadcast_to(t[0], shape); });
+      .jvp([&](const Tangents& t) { return broadcast_to(t[0], shape); });
 }
 
 Tensor expand(const Tensor& X, const std::vector<int64_t>& sizes, const std::source_location& where) {

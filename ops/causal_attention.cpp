@@ -252,7 +252,7 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
         backward_all(Q, K, V, O, dO, kept, dQ, dK, dV, s, sc);
         return {dQ, dK, dV};
       })
-      .jvp([Q, K, V, s, sc, tangent](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return tangent(Q, K, V, t[0], t[1], t[2], s, sc);  // tO
       });
 }
@@ -314,7 +314,7 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
         backward_all(QKV, QKV, QKV, O, dO, kept, dQKV, dQKV, dQKV, s, sc);
         return {dQKV};
       })
-      .jvp([QKV, C, s, sc](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         const std::vector<Tensor> qkv = split(QKV, C, -1), tqkv = split(t[0], C, -1);
         return heads_tangent(qkv[0], qkv[1], qkv[2], tqkv[0], tqkv[1], tqkv[2], s, sc);
       });

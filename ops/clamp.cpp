@@ -43,7 +43,7 @@ Tensor clamp(const Tensor& X, double lo, double hi, const std::source_location& 
   return record("clamp", Y, {X}, where)
       .saves(X)
       .formula([X, lo, hi](const Tensor& dY) -> Grads { return {mul(dY, inside(X, lo, hi))}; })
-      .jvp([X, lo, hi](const Tangents& t) { return mul(t[0], inside(X, lo, hi)); });
+      .jvp([&](const Tangents& t) { return mul(t[0], inside(X, lo, hi)); });
 }
 
 }  // namespace tg

@@ -284,7 +284,7 @@ Tensor conv_checked(const char* op, const Tensor& X, const Tensor& W, const Tens
         });
         return {dX, dW, db};
       })
-      .jvp([op, X, W, stride, padding, dilation, groups, where](const Tangents& t,
+      .jvp([&](const Tangents& t,
                                                                 const Tensor& Y) {
         return conv_tangent(op, X, W, t, Y.shape(), stride, padding, dilation, groups, where);
       });

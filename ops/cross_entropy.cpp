@@ -56,9 +56,9 @@ void check_inputs(const Tensor& X, const Tensor& t, const CrossEntropyOptions& o
       throw ValueError("cross_entropy: weight must have the logits' dtype " +
                        std::string(dtype_name(X.dtype())) + ", got " +
                        dtype_name(o.weight.dtype()) + ": " + shapes + w);
-    if (o.weight.requires_grad())
-      throw ValueError("cross_entropy: weight is a constant here (no gradient flows to it); "
-                       "pass weight.detach(): " + shapes + w);
+    if (o.weight.requires_grad() || detail::tangent_of(o.weight).defined())
+      throw ValueError("cross_entropy: weight is a constant here (no gradient or tangent flows "
+                       "to it); pass weight.detach(): " + shapes + w);
   }
   if (!(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0))
     throw ValueError("cross_entropy: label_smoothing must be in [0, 1], got " +
@@ -188,7 +188,7 @@ Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyO
         });
         return {dX};
       })
-      .jvp([X, c](const Tangents& t) { return sum(mul(loss_slope(X, *c), t[0])); });
+      .jvp([&](const Tangents& t) { return sum(mul(loss_slope(X, *c), t[0])); });
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -27,7 +27,7 @@ Tensor div(const Tensor& A, const Tensor& B, const std::source_location& where) 
             return {da ? sum_to(g, sA) : Tensor(),
                     B.requires_grad() ? scale(sum_to(mul(g, Y), B.shape()), -1.0) : Tensor()};
           })
-      .jvp([B](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         const Tensor minus_YtB =
             detail::tangent_term(t[1], [&](const Tensor& tB) { return scale(mul(Y, tB), -1.0); });
         return detail::tangent_term(detail::tangent_sum(t[0], minus_YtB, Y.shape()),

@@ -34,7 +34,7 @@ Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
   });
   return record("dropout", std::move(Y), {X}, where)
       .formula([mask](const Tensor& dY) -> Grads { return {mul(dY, mask)}; })
-      .jvp([mask](const Tangents& t) { return mul(t[0], mask); });
+      .jvp([&](const Tangents& t) { return mul(t[0], mask); });
 }
 
 }  // namespace tg

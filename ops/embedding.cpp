@@ -38,7 +38,7 @@ Tensor embedding_backward(const Tensor& dY, const Tensor& indices, int64_t V,
   return record("embedding_backward", std::move(dW), {dY}, where)
       .saves(indices)
       .formula([indices](const Tensor& ddW) -> Grads { return {embedding(indices, ddW)}; })
-      .jvp([indices, V, where](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return embedding_backward(t[0], indices, V, where);
       });
 }
@@ -82,7 +82,7 @@ Tensor embedding(const Tensor& indices, const Tensor& W, const std::source_locat
       .formula([indices, V, where](const Tensor& dY) -> Grads {
         return {embedding_backward(dY, indices, V, where)};
       })
-      .jvp([indices, where](const Tangents& t) { return embedding(indices, t[0], where); });
+      .jvp([&](const Tangents& t) { return embedding(indices, t[0], where); });
 }
 
 }  // namespace tg

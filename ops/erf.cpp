@@ -27,7 +27,7 @@ Tensor erf(const Tensor& X, const std::source_location& where) {
       .formula([X](const Tensor& dY) -> Grads {
         return {mul(dY, scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)))};
       })
-      .jvp([X](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return mul(t[0], scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)));
       });
 }

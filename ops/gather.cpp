@@ -80,7 +80,7 @@ Tensor gather(const Tensor& X, int axis, const Tensor& index, const std::source_
       .formula([sX = X.shape(), ax, index, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, index, dY, where)};
       })
-      .jvp([ax, index, where](const Tangents& t) { return gather(t[0], ax, index, where); });
+      .jvp([&](const Tangents& t) { return gather(t[0], ax, index, where); });
 }
 
 Tensor scatter_add(const Tensor& X, int axis, const Tensor& index, const Tensor& S,
@@ -101,7 +101,7 @@ Tensor scatter_add(const Tensor& X, int axis, const Tensor& index, const Tensor&
       .formula([ax, index, where, gx = X.requires_grad(), gs = S.requires_grad()](const Tensor& dY) -> Grads {
         return {gx ? dY : Tensor(), gs ? gather(dY, ax, index, where) : Tensor()};
       })
-      .jvp([ax, index, where](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         if (!t[1].defined()) return t[0];
         const Tensor tX = t[0].defined() ? t[0] : zeros(Y.shape(), Y.dtype());
         return scatter_add(tX, ax, index, t[1], where);

@@ -104,7 +104,7 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
       .formula([X, tanh_mode](const Tensor& dY) -> Grads {
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
       })
-      .jvp([X, tanh_mode](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
       })
       .kernel([X, tanh_mode](const Tensor& dY) -> Grads {

@@ -121,7 +121,7 @@ Tensor group_norm(const Tensor& X, int64_t groups, const Tensor& W, const Tensor
       .formula([X, groups, W, B, eps](const Tensor& dY) -> Grads {
         return group_norm_formula(X, groups, W, B, eps, dY);
       })
-      .jvp([X, groups, W, eps](const Tangents& t) { return group_norm_jvp(X, groups, W, eps, t); });
+      .jvp([&](const Tangents& t) { return group_norm_jvp(X, groups, W, eps, t); });
 }
 
 }  // namespace tg

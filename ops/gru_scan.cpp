@@ -236,7 +236,7 @@ Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor
           return backward_kernel<T>(d, W, b, h0, Y, S, dY);
         });
       })
-      .jvp([d, gi, W, b, h0](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         return gru_scan_tangent(d, gi, W, b, h0, t, Y);
       });
 }

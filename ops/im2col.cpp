@@ -89,7 +89,7 @@ Tensor im2col(const Tensor& X, const ConvGeometry& g, const std::source_location
   });
   return record("im2col", std::move(cols), {X}, where)
       .formula([g, where](const Tensor& dcols) -> Grads { return {col2im(dcols, g, where)}; })
-      .jvp([g, where](const Tangents& t) { return im2col(t[0], g, where); });
+      .jvp([&](const Tangents& t) { return im2col(t[0], g, where); });
 }
 
 Tensor col2im(const Tensor& cols, const ConvGeometry& g, const std::source_location& where) {
@@ -101,7 +101,7 @@ Tensor col2im(const Tensor& cols, const ConvGeometry& g, const std::source_locat
   });
   return record("col2im", std::move(X), {cols}, where)
       .formula([g, where](const Tensor& dX) -> Grads { return {im2col(dX, g, where)}; })
-      .jvp([g, where](const Tangents& t) { return col2im(t[0], g, where); });
+      .jvp([&](const Tangents& t) { return col2im(t[0], g, where); });
 }
 
 }  // namespace tg::detail

@@ -32,7 +32,7 @@ Tensor l1_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
         const Tensor dX = mul(dL, scale(sign, f));
         return detail::difference_grads(X, Y, dX);
       })
-      .jvp([X, sign, f, reduction](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         const Tensor minus_tY = detail::tangent_term(t[1], [](const Tensor& tY) { return -tY; });
         const Tensor tE = mul(scale(sign, f), detail::tangent_sum(t[0], minus_tY, X.shape()));
         return reduction == Reduction::none ? tE : sum(tE);

@@ -148,7 +148,7 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
         return dispatch(X.dtype(),
                         [&]<class T>() { return layer_norm_kernel<T>(X, W, B, stats, dY); });
       })
-      .jvp([X, W, eps](const Tangents& t) { return layer_norm_jvp(X, W, eps, t); });
+      .jvp([&](const Tangents& t) { return layer_norm_jvp(X, W, eps, t); });
 }
 
 }  // namespace tg

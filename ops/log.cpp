@@ -18,7 +18,7 @@ Tensor log(const Tensor& X, const std::source_location& where) {
   return record("log", Y, {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads { return {div(dY, X)}; })
-      .jvp([X](const Tangents& t) { return div(t[0], X); });
+      .jvp([&](const Tangents& t) { return div(t[0], X); });
 }
 
 }  // namespace tg

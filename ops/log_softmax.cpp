@@ -123,7 +123,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
         });
         return {dX};
       })
-      .jvp([dim, r](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         const Tensor tY = sub(t[0], sum(mul(exp(Y), t[0]), dim, true));
         const Tensor keep = live_slices(Y, r);
         return keep.defined() ? mul(tY, keep) : tY;

@@ -41,7 +41,7 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
       .formula([X, kept = r.kept](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(reshape(dY, kept.vec()), exp(sub(X, reshape(Y, kept.vec()))))};
       })
-      .jvp([X, axis, keepdim, kept = r.kept](const Tangents& t, const Tensor& Y) {
+      .jvp([&, kept = r.kept](const Tangents& t, const Tensor& Y) {
         return sum(mul(t[0], exp(sub(X, reshape(Y, kept.vec())))), axis, keepdim);
       });
 }

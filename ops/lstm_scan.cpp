@@ -256,7 +256,7 @@ Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tenso
           return backward_kernel<T>(d, W, b, h0, c0, Y, A, dY);
         });
       })
-      .jvp([d, gi, W, b, h0, c0](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         return lstm_scan_tangent(d, gi, W, b, h0, c0, t, Y);
       });
 }

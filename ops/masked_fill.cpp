@@ -36,7 +36,7 @@ Tensor masked_fill(const Tensor& X, const Tensor& mask, double value,
   return record("masked_fill", Y, {X}, where_)
       .saves(mask)
       .formula([mask](const Tensor& dY) -> Grads { return {where(mask, 0.0, dY)}; })
-      .jvp([mask](const Tangents& t) { return where(mask, 0.0, t[0]); });
+      .jvp([&](const Tangents& t) { return where(mask, 0.0, t[0]); });
 }
 
 }  // namespace tg

@@ -134,7 +134,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
           dB = sum_to(tb ? matmul(dY, A, true, ta) : matmul(A, dY, !ta, false), B.shape());
         return {dA, dB};
       })
-      .jvp([A, B, ta, tb](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         const Tensor tA_B = detail::tangent_term(t[0], [&](const Tensor& tA) {
           return matmul(tA, B, ta, tb);
         });

@@ -67,7 +67,7 @@ ValuesIndices extreme(const char* op, const Tensor& X, int axis, bool keepdim, b
       .formula([sX = X.shape(), kept = r.kept, ax, kept_idx, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, kept_idx, reshape(dY, kept.vec()), where)};
       })
-      .jvp([ax, kept_idx, out = r.out, where](const Tangents& t) {
+      .jvp([&, out = r.out](const Tangents& t) {
         return reshape(gather(t[0], ax, kept_idx, where), out.vec());
       });
   return {values, idx};

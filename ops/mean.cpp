@@ -39,7 +39,7 @@ Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location&
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
       })
-      .jvp([axis, keepdim](const Tangents& t) { return mean(t[0], axis, keepdim); });
+      .jvp([&](const Tangents& t) { return mean(t[0], axis, keepdim); });
 }
 
 Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
@@ -55,7 +55,7 @@ Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
       })
-      .jvp([&dims, keepdim](const Tangents& t) { return mean(t[0], dims, keepdim); });
+      .jvp([&](const Tangents& t) { return mean(t[0], dims, keepdim); });
 }
 
 }  // namespace tg

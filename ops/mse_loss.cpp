@@ -28,7 +28,7 @@ Tensor mse_loss(const Tensor& X, const Tensor& Y, Reduction reduction,
         const Tensor dX = mul(dL, scale(sub(X, Y), f));
         return detail::difference_grads(X, Y, dX);
       })
-      .jvp([X, Y, f, reduction](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         const Tensor minus_tY = detail::tangent_term(t[1], [](const Tensor& tY) { return -tY; });
         const Tensor tE = mul(scale(sub(X, Y), f), detail::tangent_sum(t[0], minus_tY, X.shape()));
         return reduction == Reduction::none ? tE : sum(tE);

@@ -22,7 +22,7 @@ Tensor mul(const Tensor& A, const Tensor& B, const std::source_location& where) 
         return {A.requires_grad() ? sum_to(mul(dY, B), A.shape()) : Tensor(),
                 B.requires_grad() ? sum_to(mul(dY, A), B.shape()) : Tensor()};
       })
-      .jvp([A, B](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         return detail::tangent_sum(
             detail::tangent_term(t[0], [&](const Tensor& tA) { return mul(tA, B); }),
             detail::tangent_term(t[1], [&](const Tensor& tB) { return mul(A, tB); }), Y.shape());

@@ -119,7 +119,7 @@ Tensor cat_node(const std::vector<Tensor>& xs, int ax, const std::source_locatio
       at += sizes[i];
     }
     return g;
-  }).jvp([sizes, count, ax](const Tangents& t, const Tensor& Y) {
+  }).jvp([&](const Tangents& t, const Tensor& Y) {
     std::vector<Tensor> ts(count);
     for (int i = 0; i < count; ++i)
       ts[i] = t[i].defined() ? t[i] : zeros(with_axis(Y.shape(), ax, sizes[i]), Y.dtype());
@@ -147,7 +147,7 @@ Tensor narrow(const Tensor& X, int axis, int64_t start, int64_t length,
         const Tensor after = zeros(with_axis(sX, ax, sX[ax] - start - length), dY.dtype());
         return {cat({before, dY, after}, ax)};
       })
-      .jvp([ax, start, length](const Tangents& t) { return narrow(t[0], ax, start, length); })
+      .jvp([&](const Tangents& t) { return narrow(t[0], ax, start, length); })
       .kernel([sX, ax, start, length](const Tensor& dY) -> Grads {  // one pass over dX
         Tensor dX(sX, dY.dtype());
         zero_along(dX, 0, start, ax);

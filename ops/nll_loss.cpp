@@ -50,9 +50,9 @@ void check_inputs(const Tensor& X, const Tensor& t, const NllLossOptions& o) {
       throw ValueError("nll_loss: weight must have logp's dtype " +
                        std::string(dtype_name(X.dtype())) + ", got " +
                        dtype_name(o.weight.dtype()) + ": " + shapes + w);
-    if (o.weight.requires_grad())
-      throw ValueError("nll_loss: weight is a constant here (no gradient flows to it); pass "
-                       "weight.detach(): " + shapes + w);
+    if (o.weight.requires_grad() || detail::tangent_of(o.weight).defined())
+      throw ValueError("nll_loss: weight is a constant here (no gradient or tangent flows to "
+                       "it); pass weight.detach(): " + shapes + w);
   }
   const int64_t* pt = t.data<int64_t>();
   for (int64_t i = 0; i < t.numel(); ++i)
@@ -108,7 +108,7 @@ Tensor nll_loss(const Tensor& X, const Tensor& target, const NllLossOptions& o,
       .formula([K, dl_shape](const Tensor& dL) -> Grads {
         return {mul(dl_shape.empty() ? dL : reshape(dL, dl_shape), K)};
       })
-      .jvp([K, dl_shape](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return dl_shape.empty() ? sum(mul(K, t[0])) : sum(mul(K, t[0]), 1);
       });
 }

@@ -38,7 +38,7 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
   std::vector<int> inv(r);
   for (int i = 0; i < r; ++i) inv[perm[i]] = i;
   auto backward = [inv](const Tensor& dY) -> Grads { return {permute(dY, inv)}; };
-  auto tangent = [&perm](const Tangents& t) { return permute(t[0], perm); };  // run at once
+  auto tangent = [&](const Tangents& t) { return permute(t[0], perm); };  // run at once
   // When the axes longer than 1 keep their order, the elements do too: a view, no copy.
   int last = -1;
   bool in_order = true;

@@ -24,7 +24,7 @@ inline Tensor record_pick(const char* op, const Tensor& Y, const Tensor& A, cons
         return {A.requires_grad() ? sum_to(mul(dY, share(A, B)), A.shape()) : Tensor(),
                 B.requires_grad() ? sum_to(mul(dY, share(B, A)), B.shape()) : Tensor()};
       })
-      .jvp([A, B, share](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         return tangent_sum(tangent_term(t[0], [&](const Tensor& tA) { return mul(tA, share(A, B)); }),
                            tangent_term(t[1], [&](const Tensor& tB) { return mul(tB, share(B, A)); }),
                            Y.shape());

@@ -67,7 +67,7 @@ Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape,
       .formula([idx, where](const Tensor& ddX) -> Grads {
         return {max_pool_gather(ddX, idx, where)};
       })
-      .jvp([idx, shape, where](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return max_pool_scatter(t[0], idx, shape, where);
       });
 }
@@ -89,7 +89,7 @@ Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_loc
       .formula([idx, shape, where](const Tensor& dY) -> Grads {
         return {max_pool_scatter(dY, idx, shape, where)};
       })
-      .jvp([idx, where](const Tangents& t) { return max_pool_gather(t[0], idx, where); });
+      .jvp([&](const Tangents& t) { return max_pool_gather(t[0], idx, where); });
 }
 
 // Output sizes (checked above to be at least 1).
@@ -171,7 +171,7 @@ Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
       .formula([idx, shape, where](const Tensor& dY) -> Grads {
         return {max_pool_scatter(dY, idx, shape, where)};  // dX
       })
-      .jvp([idx, where](const Tangents& t) { return max_pool_gather(t[0], idx, where); });  // tY
+      .jvp([&](const Tangents& t) { return max_pool_gather(t[0], idx, where); });  // tY
 }
 
 // Every channel convolved with a kernel of 1 / (kH kW), on a checked (N, C, H, W) input.

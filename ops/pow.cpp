@@ -32,7 +32,7 @@ Tensor pow(const Tensor& X, double p, const std::source_location& where) {
         if (p == 1) return {dY};
         return {mul(dY, scale(pow(X, p - 1), p))};
       })
-      .jvp([X, p](const Tangents& t) -> Tensor {
+      .jvp([&](const Tangents& t) -> Tensor {
         if (p == 0) return mul(t[0], 0.0);
         if (p == 1) return t[0];
         return mul(t[0], scale(pow(X, p - 1), p));

@@ -113,7 +113,7 @@ Tensor rms_norm(const Tensor& X, const Tensor& W, double eps, const std::source_
       .kernel([X, W, rstd](const Tensor& dY) -> Grads {
         return dispatch(X.dtype(), [&]<class T>() { return rms_norm_kernel<T>(X, W, rstd, dY); });
       })
-      .jvp([X, W, eps](const Tangents& t) { return rms_norm_jvp(X, W, eps, t); });
+      .jvp([&](const Tangents& t) { return rms_norm_jvp(X, W, eps, t); });
 }
 
 }  // namespace tg

@@ -17,6 +17,10 @@ Tensor rotary(const Tensor& X, const Tensor& cos, const Tensor& sin,
   detail::check_floating("rotary", X);
   detail::check_same_dtype("rotary", X, cos);
   detail::check_same_dtype("rotary", X, sin);
+  if (cos.requires_grad() || sin.requires_grad() || detail::tangent_of(cos).defined() ||
+      detail::tangent_of(sin).defined())
+    throw ValueError("rotary: the tables cos " + cos.shape().str() + " and sin " + sin.shape().str() +
+                     " are constants here (no gradient or tangent flows to them); pass them detached");
   detail::check_min_rank("rotary", X, 3);
   const int64_t T = X.size(-3), H = X.size(-2), d = X.size(-1), half = d / 2;
   if (d % 2 != 0)
@@ -51,7 +55,7 @@ Tensor rotary(const Tensor& X, const Tensor& cos, const Tensor& sin,
       .formula([cos, sin](const Tensor& dY) -> Grads {
         return {rotary(dY, cos, scale(sin, -1.0))};
       })
-      .jvp([cos, sin](const Tangents& t) { return rotary(t[0], cos, sin); });
+      .jvp([&](const Tangents& t) { return rotary(t[0], cos, sin); });
 }
 
 }  // namespace tg

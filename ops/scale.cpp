@@ -17,7 +17,7 @@ Tensor scale(const Tensor& X, double c, const std::source_location& where) {
   });
   return record("scale", Y, {X}, where)
       .formula([c](const Tensor& dY) -> Grads { return {scale(dY, c)}; })
-      .jvp([c](const Tangents& t) { return scale(t[0], c); });
+      .jvp([&](const Tangents& t) { return scale(t[0], c); });
 }
 
 }  // namespace tg

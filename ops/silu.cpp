@@ -34,7 +34,7 @@ Tensor silu(const Tensor& X, const std::source_location& where) {
         });
         return {dX};
       })
-      .jvp([X](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         const Tensor s = sigmoid(X);
         return mul(t[0], mul(s, add(mul(X, sub(1.0, s)), 1.0)));
       });

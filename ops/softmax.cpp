@@ -66,7 +66,7 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
       .formula([dim](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(Y, sub(dY, sum(mul(dY, Y), dim, true)))};
       })
-      .jvp([dim](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         return mul(Y, sub(t[0], sum(mul(t[0], Y), dim, true)));
       });
 }

@@ -52,7 +52,7 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
         });
         return {dX};
       })
-      .jvp([X, beta, linear](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return mul(t[0], add(linear, mul(sub(1.0, linear), sigmoid(scale(X, beta)))));
       });
 }

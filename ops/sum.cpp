@@ -34,7 +34,7 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
       .formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(dY, kept.vec()), sX)};
       })
-      .jvp([axis, keepdim](const Tangents& t) { return sum(t[0], axis, keepdim); });
+      .jvp([&](const Tangents& t) { return sum(t[0], axis, keepdim); });
 }
 
 Tensor sum(const Tensor& X, const std::vector<int>& dims, bool keepdim,
@@ -49,7 +49,7 @@ Tensor sum(const Tensor& X, const std::vector<int>& dims, bool keepdim,
       .formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(dY, kept.vec()), sX)};
       })
-      .jvp([&dims, keepdim](const Tangents& t) { return sum(t[0], dims, keepdim); });
+      .jvp([&](const Tangents& t) { return sum(t[0], dims, keepdim); });
 }
 
 }  // namespace tg

@@ -34,7 +34,7 @@ Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
         });
         return {dX};
       })
-      .jvp([X](const Tangents& t) { return sum(mul(scale(X, 2.0), t[0])); });
+      .jvp([&](const Tangents& t) { return sum(mul(scale(X, 2.0), t[0])); });
 }
 
 }  // namespace tg

@@ -55,7 +55,7 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
   });
   return record("sum_to", Y, {X}, where)
       .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {broadcast_to(dY, sX)}; })
-      .jvp([shape](const Tangents& t) { return sum_to(t[0], shape); });
+      .jvp([&](const Tangents& t) { return sum_to(t[0], shape); });
 }
 
 }  // namespace tg

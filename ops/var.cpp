@@ -49,7 +49,7 @@ Tensor var(const Tensor& X, int axis, double correction, bool keepdim,
       .formula([X, ax, dof, kept = r.kept](const Tensor& dY) -> Grads {
         return {mul(reshape(dY, kept.vec()), scale(sub(X, mean(X, ax, true)), 2.0 / dof))};
       })
-      .jvp([X, ax, dof, keepdim](const Tangents& t) {
+      .jvp([&](const Tangents& t) {
         return sum(mul(scale(sub(X, mean(X, ax, true)), 2.0 / dof), t[0]), ax, keepdim);
       });
 }

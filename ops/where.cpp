@@ -52,7 +52,7 @@ Tensor where(const Tensor& cond, const Tensor& A, const Tensor& B,
         return {A.requires_grad() ? sum_to(where(cond, dY, zero), A.shape()) : Tensor(),
                 B.requires_grad() ? sum_to(where(cond, zero, dY), B.shape()) : Tensor()};
       })
-      .jvp([cond](const Tangents& t, const Tensor& Y) {
+      .jvp([&](const Tangents& t, const Tensor& Y) {
         const Tensor zero = scalar(0.0, Y.dtype());
         return detail::tangent_to(
             where(cond, t[0].defined() ? t[0] : zero, t[1].defined() ? t[1] : zero), Y.shape());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <set>
 #include <string>
@@ -164,6 +165,26 @@ TEST(Dual, ForwardOverReverseGivesTheHessianTimesT) {
   const std::vector<double> Ht = fwad::unpack_dual(g).tangent.to_vector();
   const std::vector<double> xv = x.to_vector(), tv = t.to_vector();
   for (int k = 0; k < 3; ++k) EXPECT_NEAR(Ht[k], (xv[k] + 2) * std::exp(xv[k]) * tv[k], 1e-12);
+}
+
+// Forward mode on the tape (grad mode on, x requiring grad) records the rules' ops; a rule that
+// reads the output (exp's) must not make the output, its tangent and its node hold each other:
+// everything is freed with the last handle.
+TEST(Dual, ForwardModeOnTheTapeLeavesNoCycle) {
+  std::weak_ptr<tg::Node> exp_node, tangent_node;
+  {
+    Tensor x = f64({0.3, -0.7}, {2});
+    x.set_requires_grad();
+    fwad::DualLevel level;
+    const Tensor y = tg::exp(tg::mul(fwad::make_dual(x, f64({1, 2}, {2})), x));
+    exp_node = y.impl().grad_fn;
+    tangent_node = fwad::unpack_dual(y).tangent.impl().grad_fn;
+    EXPECT_FALSE(tangent_node.expired());  // the tangent is on the tape (reverse over forward)
+    const Tensor g = tg::grad({tg::sum(y)}, {x})[0];  // forward over reverse too
+    EXPECT_TRUE(fwad::unpack_dual(g).tangent.defined());
+  }
+  EXPECT_TRUE(exp_node.expired());
+  EXPECT_TRUE(tangent_node.expired());
 }
 
 // A user's op with a formula and a tangent rule: y = x^3 (dX = 3 x^2 dY, tY = 3 x^2 tX).
