@@ -29,9 +29,9 @@ Tensor alias(const Tensor& t) {
 
 // Y = X, dX = dY, tY = tX: how a dual and its unpacked primal stay on the tape as X.
 Tensor identity(const char* op, const Tensor& X, const Tensor& out) {
-  return record(op, out, {X}).formula([](const Tensor& dY) -> Grads { return {dY}; }).jvp([](const Tangents& t) {
-    return t[0];
-  });
+  return record(op, out, {X})
+      .formula([](const Tensor& dY) -> Grads { return {dY}; })
+      .jvp([](const Tangents& t) { return t[0]; });
 }
 
 // "anomaly: the tangent rule of 'exp' returned NaN at [1, 2] ..." when anomaly mode is on.
