@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -86,12 +87,19 @@ TEST(TrainKill, KilledAtRandomMomentsAndResumedEqualsTheRunNeverStopped) {
   ASSERT_EQ(whole.status, 0) << whole.err;
   const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 
-  // Kills spread so that together they cover about the whole run: each invocation gets a
-  // random share of it, most of which lands in the middle of a save (the tiny model spends
-  // most of its time writing and fsyncing files).
+  // How long the program takes to start (loading, under a sanitizer its runtime too): a kill
+  // before that proves nothing, and on a slow machine every kill could land there.
+  const Clock::time_point s0 = Clock::now();
+  ASSERT_EQ(test::run(kExe, {"--help"}).status, 0);
+  const double start_ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+
+  // Kills spread so that together they cover about the rest of the run: each invocation gets a
+  // random share of it after its start, most of which lands in the middle of a save (the tiny
+  // model spends most of its time writing and fsyncing files).
   constexpr int kKills = 40;
   std::mt19937_64 rng(2026);
-  std::uniform_real_distribution<double> delay_ms(0.0, 2.0 * wall_ms / kKills);
+  const double share_ms = 2.0 * std::max(wall_ms - start_ms, 1.0) / kKills;
+  std::uniform_real_distribution<double> delay_ms(start_ms, start_ms + share_ms);
   const fs::path out = dir / "killed";
   const std::vector<std::string> fresh = run_flags(dir / "text.txt", out);
   std::vector<std::string> resume = fresh;
@@ -119,7 +127,8 @@ TEST(TrainKill, KilledAtRandomMomentsAndResumedEqualsTheRunNeverStopped) {
     finished = true;
   }
   if (!finished) {
-    const test::Outcome last = test::run(kExe, resume);
+    const bool has_checkpoint = fs::exists(out / "train_state.safetensors");
+    const test::Outcome last = test::run(kExe, has_checkpoint ? resume : fresh);
     ASSERT_EQ(last.status, 0) << last.err;
   }
   EXPECT_GE(killed, kKills / 2) << "most rounds should have been killed mid-run";
