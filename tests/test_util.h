@@ -133,12 +133,17 @@ void expect_throws(F&& f, const std::vector<std::string>& fragments,
 
 inline const std::string kPython = "/usr/bin/python3";
 
-/// "" when kPython imports `modules` ("numpy, torch"), else a line saying that it cannot.
+/// "" when kPython has `modules` ("numpy, torch"), else a line saying that it lacks one. Found,
+/// not imported: importing torch takes seconds, and ctest runs every test in a process of its own
+/// (a module that is found but fails to import fails the test's own script).
 inline std::string python_missing(const std::string& modules) {
   static std::map<std::string, std::string> known;  // probed once per process and set
   const auto [it, fresh] = known.try_emplace(modules);
-  if (fresh && std::system((kPython + " -c 'import " + modules + "' >/dev/null 2>&1").c_str()) != 0)
-    it->second = kPython + " cannot import " + modules;
+  const std::string probe =
+      kPython + " -c 'import importlib.util as u, sys; " +
+      "sys.exit(any(u.find_spec(m.strip()) is None for m in sys.argv[1].split(\",\")))' '" +
+      modules + "' >/dev/null 2>&1";
+  if (fresh && std::system(probe.c_str()) != 0) it->second = kPython + " cannot import " + modules;
   return it->second;
 }
 
