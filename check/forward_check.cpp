@@ -166,11 +166,16 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
     }
   }
 
-  // J t against central differences: with every checked input's tangent, then (where there are
-  // several) with one input's at a time, so that each rule's zero-tangent paths are seen too.
+  // J t against central differences: with every checked input's tangent, recorded (the rules in
+  // ops) and by forward mode alone (grad mode off: the rules that have a tangent kernel run it),
+  // then (where there are several) with one input's at a time, so that each rule's zero-tangent
+  // paths are seen too.
   std::ostringstream m;
   m.precision(10);
   std::string bad = compare_with_differences(f, values, t, jt, o, "every input's tangent", r);
+  if (bad.empty())
+    bad = compare_with_differences(f, values, t, forward_only(f, values, t), o,
+                                   "every input's tangent, grad mode off", r);
   const int n_checked = static_cast<int>(std::count(checked.begin(), checked.end(), true));
   for (std::size_t i = 0; i < values.size() && n_checked > 1 && bad.empty(); ++i) {
     if (!checked[i]) continue;

@@ -223,10 +223,64 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
   }
 }
 
-// Entry n's inputs and gradients, at their offsets.
+// tO of one entry (the math at the top of attention_kernels.h); t's pointers may be null.
+// `kept` holds the forward's weights, or is null to recompute them from lse.
+template <class T>
+void tangent_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionInputs<T> t,
+                   const T* lse, const T* kept, T* tout) {
+  thread_local Scratch<T> buf, t_buf;
+  const int64_t cap = block_cap(s);
+  T* const P_recomputed = scratch(buf, 2 * cap);
+  T* const tS = P_recomputed + cap;  // then tA, in place
+  T* const kt = scratch(t_buf, 2 * s.d * s.T_k);
+  T* const tkt = kt + s.d * s.T_k;
+  if (!kept || t.q) transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, tkt);
+  const bool scores_move = t.q || t.k;
+  for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
+    const Block b = block_at(s, i0);
+    const int64_t n = b.keys;
+    const T* P = kept;
+    if (kept) {
+      kept += b.rows * n;
+    } else {
+      score_block(in.q, kt, s, b, sc, P_recomputed,
+                  [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
+      P = P_recomputed;
+    }
+    const auto O_i = view(tout + i0 * s.ldo, b.rows, s.dv, s.ldo);
+    if (scores_move) {
+      const auto S_i = view(tS, b.rows, n);
+      const auto Q_i = view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq);
+      if (t.q)  // tS = tQ_i K^T scale
+        gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(kt + b.lo, s.d, n, s.T_k), S_i,
+                sc);
+      if (t.k)  // (+)= Q_i tK^T scale
+        gemm<T>(Q_i, view(tkt + b.lo, s.d, n, s.T_k), S_i, sc, T(t.q ? 1 : 0));
+      for (int64_t r = 0; r < b.rows; ++r) {  // tA = P * (tS - rowsum(tS * P)), over tS
+        int64_t c0, c1;
+        visible(s, b.i0 + r, b.lo, c0, c1);
+        const T* p = P + r * n;
+        T* ta = tS + r * n;
+        T dot = T(0);
+        for (int64_t j = c0; j < c1; ++j) dot = madd(p[j], ta[j], dot);
+        std::fill(ta, ta + c0, T(0));
+        for (int64_t j = c0; j < c1; ++j) ta[j] = p[j] * (ta[j] - dot);
+        std::fill(ta + c1, ta + n, T(0));
+      }
+      gemm<T>(S_i, view(in.v + b.lo * s.ldv, n, s.dv, s.ldv), O_i);  // tO_i = tA V
+    }
+    if (t.v)  // (+)= P tV
+      gemm<T>(view(P, b.rows, n), view(t.v + b.lo * s.ldv, n, s.dv, s.ldv), O_i, T(1),
+              T(scores_move ? 1 : 0));
+  }
+}
+
+// Entry n's inputs and gradients, at their offsets (a null pointer stays null).
 template <class T>
 AttentionInputs<T> entry(const AttentionDims& s, AttentionInputs<T> in, int64_t n) {
-  return {in.q + s.q_off(n), in.k + s.k_off(n), in.v + s.v_off(n)};
+  auto at = [](const T* p, int64_t off) { return p ? p + off : nullptr; };
+  return {at(in.q, s.q_off(n)), at(in.k, s.k_off(n)), at(in.v, s.v_off(n))};
 }
 template <class T>
 AttentionGrads<T> entry(const AttentionDims& s, AttentionGrads<T> g, int64_t n) {
@@ -266,6 +320,17 @@ void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, 
   });
 }
 
+template <class T>
+void attention_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
+                       AttentionInputs<T> tangents, const T* kept, const KeptLayout& layout,
+                       T* tout) {
+  const T* w = layout.weights ? kept + layout.lse_n : nullptr;
+  for_each_entry(s.N, work_of(s), [&](int64_t n) {
+    tangent_entry<T>(s, scale, entry(s, in, n), entry(s, tangents, n), kept + n * s.T,
+                     w ? w + n * layout.per_entry : nullptr, tout + s.o_off(n));
+  });
+}
+
 template void attention_forward<float>(const AttentionDims&, float, AttentionInputs<float>,
                                        float*, float*, const KeptLayout&);
 template void attention_forward<double>(const AttentionDims&, double, AttentionInputs<double>,
@@ -276,6 +341,13 @@ template void attention_backward<float>(const AttentionDims&, float, AttentionIn
 template void attention_backward<double>(const AttentionDims&, double, AttentionInputs<double>,
                                          const double*, const double*, const double*,
                                          const KeptLayout&, AttentionGrads<double>);
+
+template void attention_tangent<float>(const AttentionDims&, float, AttentionInputs<float>,
+                                       AttentionInputs<float>, const float*, const KeptLayout&,
+                                       float*);
+template void attention_tangent<double>(const AttentionDims&, double, AttentionInputs<double>,
+                                        AttentionInputs<double>, const double*,
+                                        const KeptLayout&, double*);
 
 void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
 std::size_t attention_weights_limit() { return weights_limit.load(); }

@@ -8,6 +8,9 @@
 //   backward, with D_i = rowsum(dO_i * O_i) and P kept or recomputed as exp(S - lse_i):
 //             dV_lo:hi += P^T dO_i;  dP = dO_i V_lo:hi^T;  dS = P * (dP - D_i) scale
 //             dQ_i = dS K_lo:hi;  dK_lo:hi += dS^T Q_i
+//   tangent (forward mode), from the inputs' tangents tQ, tK, tV (each may be absent: zero):
+//             tS = (tQ_i K_lo:hi^T + Q_i tK_lo:hi^T) scale;  tA = P * (tS - rowsum(tS * P))
+//             tO_i = tA V_lo:hi + P tV_lo:hi
 // M is causal with the queries at positions query_offset + i (the last T of T_k positions, as
 // in generation with a KV cache): query i sees keys j <= query_offset + i, and with a window w
 // only j > query_offset + i - w. A block's scores take (64, T_k) scratch per thread, so memory
@@ -82,5 +85,14 @@ template <class T>
 void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* o,
                         const T* dout, const T* kept, const KeptLayout& layout,
                         AttentionGrads<T> grads);
+
+/// tO of every entry (laid out like O) from the tangents of the inputs, laid out like the
+/// inputs (a null pointer: a zero tangent; not all three null), with the forward's `kept`
+/// weights, or recomputing them from its log-sum-exps. The results do not depend on the thread
+/// count. Never throws.
+template <class T>
+void attention_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
+                       AttentionInputs<T> tangents, const T* kept, const KeptLayout& layout,
+                       T* tout);
 
 }  // namespace tg::detail

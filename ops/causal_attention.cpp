@@ -15,9 +15,11 @@
 
 #include <tapegrad/ops/causal_attention.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/add_mask.h>
 #include <tapegrad/ops/attention_kernels.h>
@@ -235,6 +237,32 @@ void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tenso
   });
 }
 
+// Whether the output will get a tangent: a forward-AD level is open and an input has one there.
+// The forward then keeps what it keeps for a backward, for the tangent kernel.
+bool tangent_coming(std::initializer_list<Tensor> inputs) {
+  if (!detail::forward_level()) return false;
+  for (const Tensor& x : inputs)
+    if (detail::tangent_of(x).defined()) return true;
+  return false;
+}
+
+// The tangent rule by the tangent kernel, for a rule nothing will differentiate
+// (detail::tangent_records): tO of `shape` from tQ, tK, tV laid out like Q, K, V (they may be
+// one tensor, as Q, K and V may), and what the forward kept; an undefined tangent is zero, and
+// one at least is defined.
+Tensor tangent_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& tQ,
+                   const Tensor& tK, const Tensor& tV, const Kept& kept, const AttentionDims& s,
+                   double sc, const Shape& shape) {
+  Tensor tO(shape, Q.dtype());
+  dispatch(Q.dtype(), [&]<class T>() {
+    auto at = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    detail::attention_tangent<T>(s, static_cast<T>(sc), {Q.data<T>(), K.data<T>(), V.data<T>()},
+                                 {at(tQ), at(tK), at(tV)}, kept.buf.data<T>(), kept.layout,
+                                 tO.data<T>());
+  });
+  return tO;
+}
+
 // Runs the fused kernels on separate Q, K, V and records the derivative: `formula` in ops, and
 // the fused backward kernel; `tangent`, the tangent rule.
 template <class Formula, class Tangent>
@@ -242,8 +270,9 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
              const AttentionDims& s, double sc, Formula formula, Tangent tangent,
              const std::source_location& where) {
   Tensor O(with_rows(V, s.T), Q.dtype());  // (.., T, d_v)
-  const Kept kept =
-      forward_all(Q, K, V, O, s, sc, is_grad_enabled() && detail::any_requires_grad({Q, K, V}));
+  const Kept kept = forward_all(
+      Q, K, V, O, s, sc,
+      (is_grad_enabled() && detail::any_requires_grad({Q, K, V})) || tangent_coming({Q, K, V}));
   return record(op, O, {Q, K, V}, where)
       .saves(Q, K, V)
       .formula([Q, K, V, s, sc, formula](const Tensor& dO) { return formula(Q, K, V, dO, s, sc); })
@@ -252,8 +281,10 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
         backward_all(Q, K, V, O, dO, kept, dQ, dK, dV, s, sc);
         return {dQ, dK, dV};
       })
-      .jvp([&](const Tangents& t) {
-        return tangent(Q, K, V, t[0], t[1], t[2], s, sc);  // tO
+      .jvp([&](const Tangents& t) {  // tO
+        if (detail::tangent_records({Q, K, V, t[0], t[1], t[2]}))
+          return tangent(Q, K, V, t[0], t[1], t[2], s, sc);
+        return tangent_all(Q, K, V, t[0], t[1], t[2], kept, s, sc, O.shape());
       });
 }
 
@@ -300,8 +331,9 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
   std::vector<int64_t> shape = QKV.shape().vec();
   shape.back() = C;
   Tensor O(Shape(shape), QKV.dtype());  // (.., T, C)
-  const Kept kept = forward_all(QKV, QKV, QKV, O, s, sc,
-                                is_grad_enabled() && detail::any_requires_grad({QKV}));
+  const Kept kept = forward_all(
+      QKV, QKV, QKV, O, s, sc,
+      (is_grad_enabled() && detail::any_requires_grad({QKV})) || tangent_coming({QKV}));
   return record("causal_attention_qkv", O, {QKV}, where)
       .saves(QKV)
       .formula([QKV, C, s, sc](const Tensor& dO) {
@@ -315,6 +347,8 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
         return {dQKV};
       })
       .jvp([&](const Tangents& t) {
+        if (!detail::tangent_records({QKV, t[0]}))
+          return tangent_all(QKV, QKV, QKV, t[0], t[0], t[0], kept, s, sc, O.shape());
         const std::vector<Tensor> qkv = split(QKV, C, -1), tqkv = split(t[0], C, -1);
         return heads_tangent(qkv[0], qkv[1], qkv[2], tqkv[0], tqkv[1], tqkv[2], s, sc);
       });

@@ -18,6 +18,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/scale.h>
 #include <tapegrad/ops/sub.h>
+#include <tapegrad/ops/tangent.h>
 #include <tapegrad/ops/tanh.h>
 
 namespace tg {
@@ -105,7 +106,16 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
       })
       .jvp([&](const Tangents& t) {
-        return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
+        if (!t[0].defined() || detail::tangent_records({X, t[0]}))
+          return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
+        Tensor tY(X.shape(), X.dtype());  // nothing will differentiate it: the kernel
+        dispatch(X.dtype(), [&]<class T>() {
+          if (tanh_mode)
+            gelu_tanh_kernel<T>(X.data<T>(), t[0].data<T>(), tY.data<T>(), X.numel());
+          else
+            gelu_erf_kernel<T>(X.data<T>(), t[0].data<T>(), tY.data<T>(), X.numel());
+        });
+        return tY;
       })
       .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
         Tensor dX(X.shape(), X.dtype());

@@ -4,7 +4,8 @@
 //   sum_rows(dY);
 //   tY = tXhat W + Xhat tW + tB,  tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))
 //   (Xhat's Jacobian is symmetric: tXhat is dX's map applied to tX)
-// The forward and the kernel run row by row in double; the formula recomputes Xhat with ops.
+// The forward, the kernel and the tangent kernel run row by row in double; the formula and the
+// tangent rule recompute Xhat with ops.
 
 #include <tapegrad/ops/layer_norm.h>
 
@@ -66,6 +67,33 @@ Tensor layer_norm_jvp(const Tensor& X, const Tensor& W, double eps, const Tangen
   const Tensor from_w =
       detail::tangent_term(t[1], [&](const Tensor& tW) { return mul(n.Xhat, tW); });
   return detail::tangent_sum(detail::tangent_sum(from_x, from_w, X.shape()), t[2], X.shape());
+}
+
+// The same tangent, row by row, from the forward's statistics (for a rule nothing will
+// differentiate: detail::tangent_records).
+template <class T>
+Tensor layer_norm_jvp_kernel(const Tensor& X, const Tensor& W, const Tensor& stats,
+                             const Tangents& t) {
+  const int64_t C = X.size(-1), rows = C ? X.numel() / C : 0;
+  auto param = [C](const Tensor& p, double fill) {
+    return p.defined() ? ArrD(detail::CMapArr<T>(p.data<T>(), C).template cast<double>())
+                       : ArrD::Constant(C, fill);
+  };
+  const ArrD w = param(W, 1), tw = param(t[1], 0), tb = param(t[2], 0);
+  Tensor tY(X.shape(), X.dtype());
+  const double* st = stats.data<double>();
+  ArrD xhat(C), ty(C), tx(C);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double rstd = st[2 * r + 1];
+    xhat = (detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>() - st[2 * r]) * rstd;
+    ty = xhat * tw + tb;
+    if (t[0].defined()) {
+      tx = detail::CMapArr<T>(t[0].data<T>() + r * C, C).template cast<double>();
+      ty += w * rstd * (tx - tx.mean() - xhat * (tx * xhat).mean());
+    }
+    detail::MapArr<T>(tY.data<T>() + r * C, C) = ty.template cast<T>();
+  }
+  return tY;
 }
 
 // The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
@@ -148,7 +176,12 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
         return dispatch(X.dtype(),
                         [&]<class T>() { return layer_norm_kernel<T>(X, W, B, stats, dY); });
       })
-      .jvp([&](const Tangents& t) { return layer_norm_jvp(X, W, eps, t); });
+      .jvp([&](const Tangents& t) {
+        if (detail::tangent_records({X, W, B, t[0], t[1], t[2]}))
+          return layer_norm_jvp(X, W, eps, t);
+        return dispatch(X.dtype(),
+                        [&]<class T>() { return layer_norm_jvp_kernel<T>(X, W, stats, t); });
+      });
 }
 
 }  // namespace tg

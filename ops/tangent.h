@@ -2,6 +2,9 @@
 // Shared by the ops' tangent rules (forward mode; not installed). A rule's input tangents may be
 // undefined (a zero tangent): these helpers take that in their stride.
 
+#include <initializer_list>
+
+#include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/tensor.h>
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/broadcast_to.h>
@@ -19,6 +22,16 @@ inline Tensor tangent_sum(const Tensor& a, const Tensor& b, const Shape& shape) 
   if (!a.defined()) return tangent_to(b, shape);
   if (!b.defined()) return tangent_to(a, shape);
   return tangent_to(add(a, b), shape);
+}
+
+/// Whether a rule's result will be differentiated in reverse (reverse over forward): grad mode is
+/// on and one of `read` (the inputs and tangents the rule reads) requires grad. When not, a rule
+/// may compute its tangent by a kernel in one pass, as a backward kernel beside its formula.
+inline bool tangent_records(std::initializer_list<Tensor> read) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor& t : read)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
 }
 
 /// f(t) where t is defined, else undefined: a term of a rule that one input's tangent makes.
