@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -92,7 +93,10 @@ void BM_Functional_HvpGpt(benchmark::State& st) {
 // parameters (J 1), and along the input only (J 2: the position embeddings, so the tangent enters
 // with the embeddings and every weight is a constant). A product x W costs one GEMM, its tangent
 // tx W + x tW two with a tangent on W and one without: the GEMMs alone make J 1 3x the forward's
-// FLOPs and J 2 2x.
+// FLOPs and J 2 2.08x (the attention's tangent is four products where the forward has two).
+// J 1 and 2 also run the plain forward every iteration, untimed and alternating with the jvp,
+// and report the ratio of the two totals (`x_forward`): on a shared machine a ratio of two
+// separate runs moves by tens of percent.
 template <class T>
 void BM_Functional_JvpGpt(benchmark::State& st) {
   tg::Rng rng(0);
@@ -105,14 +109,33 @@ void BM_Functional_JvpGpt(benchmark::State& st) {
     all[wpe] = p[0];
     return g.loss(all);
   };
-  auto run = [&] {
-    if (mode == 1) return tg::jvp(g.loss, g.params, g.v).jvps[0];
-    if (mode == 2) return tg::jvp(along_input, {g.params[wpe]}, {g.v[wpe]}).jvps[0];
+  auto forward = [&] {
     const tg::NoGradGuard off;
     return g.loss(g.params)[0];
   };
+  auto run = [&] {
+    if (mode == 1) return tg::jvp(g.loss, g.params, g.v).jvps[0];
+    if (mode == 2) return tg::jvp(along_input, {g.params[wpe]}, {g.v[wpe]}).jvps[0];
+    return forward();
+  };
+  using Clock = std::chrono::steady_clock;
   benchmark::DoNotOptimize(run());
-  for (auto _ : st) benchmark::DoNotOptimize(run());
+  benchmark::DoNotOptimize(forward());
+  Clock::duration jvp_time{}, forward_time{};
+  for (auto _ : st) {
+    const auto t0 = Clock::now();
+    benchmark::DoNotOptimize(run());
+    jvp_time += Clock::now() - t0;
+    if (mode == 0) continue;
+    st.PauseTiming();
+    const auto t1 = Clock::now();
+    benchmark::DoNotOptimize(forward());
+    forward_time += Clock::now() - t1;
+    st.ResumeTiming();
+  }
+  if (mode != 0 && forward_time.count() > 0)
+    st.counters["x_forward"] = std::chrono::duration<double>(jvp_time).count() /
+                               std::chrono::duration<double>(forward_time).count();
 }
 
 void mlp_size(benchmark::internal::Benchmark* b) {
