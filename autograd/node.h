@@ -28,7 +28,10 @@
 // t[i] is input i's tangent, undefined where it has none (a zero tangent); the rule runs only
 // when some input has one, inside a DualLevel, whatever grad mode is. It returns a tensor of the
 // output's shape and dtype, or an undefined one for a zero tangent. The rule runs inside
-// `.jvp(...)` and is not kept, so it may capture by reference (a vector of options, say).
+// `.jvp(...)` and is not kept, so it may capture by reference (a vector of options, say). Like a
+// kernel beside a formula, a rule may compute the same tangent directly (a tangent kernel) when
+// nothing will differentiate it: grad mode off, or no input and no tangent requires grad
+// (`detail::tangent_records` in ops/tangent.h; gelu, layer_norm and the fused attention do).
 //
 // What a derivative may do: compute gradients from dY, the saved tensors and the output, with
 // tg ops (formula) or directly (kernel), and throw tg errors. What it may not do: run a backward
