@@ -55,7 +55,8 @@ if [ "$mode" = avx2 ]; then
     "${CXX:-g++}" -march="$1" -dM -E - </dev/null |
       grep -oE '__(SSE[0-9_]*|SSSE3|AVX[0-9A-Z_]*|FMA|F16C)__' | sort | tr '\n' ' '
   }
-  if [ "$(vector_isa native)" = "$(vector_isa x86-64-v3)" ]; then
+  native_isa="$(vector_isa native)"
+  if [[ "$native_isa" == *__AVX2__* ]] && [ "$native_isa" = "$(vector_isa x86-64-v3)" ]; then
     echo "build.sh: this CPU's kernels are x86-64-v3's; the release build runs the tests" >&2
     preset=release
     export BLIS_ARCH_TYPE=3  # BLIS's Haswell kernels, as the avx2 test preset sets

@@ -4,7 +4,8 @@
 //   J t        by forward mode (one pass, the ops' tangent rules), against central differences
 //              (f(x + eps t) - f(x - eps t)) / (2 eps), entry by entry (atol + rtol, as gradcheck),
 //              with every checked input's tangent and then with each one's alone (a rule's
-//              terms for inputs without a tangent);
+//              terms for inputs without a tangent), each both recorded (the inputs require
+//              grad: the rules in ops run) and with grad mode off (the tangent kernels run);
 //   <u, J t>   against <J^T u, t>, J^T u by the reverse pass at the same point (the formulas),
 //              to 1e-10 relative in float64 (relative to the terms' size, and at least 1): the two
 //              modes are one derivative;
@@ -58,53 +59,70 @@ std::vector<std::vector<double>> eval_at(const Function& f, const std::vector<Te
   return out;
 }
 
-// J t (one tensor per output of f, undefined for a non-float one) against central differences
-// of f along t, entry by entry (atol + rtol, as gradcheck), into r; `what` names the tangents in
-// the message. Returns the message of the worst failing entry, or "".
+// One J t (a tensor per output of f, undefined for a non-float one) and what names it.
+struct JtBy {
+  std::vector<Tensor> jt;
+  std::string what;
+};
+
+// Each J t of `by` against central differences of f along t (computed once), entry by entry
+// (atol + rtol, as gradcheck), into r (the entries counted once). Returns the message of the
+// worst failing entry of the first J t that fails, or "".
 std::string compare_with_differences(const Function& f, const std::vector<Tensor>& values,
-                                     const std::vector<Tensor>& t, const std::vector<Tensor>& jt,
-                                     const GradcheckOptions& o, const std::string& what,
-                                     GradcheckResult& r) {
+                                     const std::vector<Tensor>& t, const std::vector<JtBy>& by,
+                                     const GradcheckOptions& o, GradcheckResult& r) {
   const auto plus = eval_at(f, values, t, o.eps), minus = eval_at(f, values, t, -o.eps);
-  double worst = -1;
-  std::string message;
-  for (std::size_t j = 0; j < jt.size(); ++j) {
-    if (!jt[j].defined()) continue;
-    const std::vector<double> a = jt[j].to_vector();
-    for (std::size_t k = 0; k < a.size(); ++k) {
-      const double n = (plus[j][k] - minus[j][k]) / (2 * o.eps);
-      const double diff = std::fabs(a[k] - n);
-      ++r.entries;
-      r.max_abs_error = std::max(r.max_abs_error, diff);
-      if (diff > 0 && std::fabs(n) > o.atol) r.max_rel_error = std::max(r.max_rel_error, diff / std::fabs(n));
-      const double ratio = diff / (o.atol + o.rtol * std::fabs(n));
-      if (ratio <= 1.0 || (worst > ratio && !std::isnan(ratio)) || std::isnan(worst)) continue;
-      worst = ratio;
-      std::ostringstream w;
-      w.precision(10);
-      w << "J t of output " << j << " at " << jt[j].shape().index_str(static_cast<int64_t>(k)) << " ("
-        << what << "): forward mode " << a[k] << ", central differences " << n;
-      message = w.str();
-      r.output = static_cast<int>(j), r.output_element = static_cast<int64_t>(k);
-      r.analytical = a[k], r.numerical = n;
+  for (std::size_t c = 0; c < by.size(); ++c) {
+    const std::vector<Tensor>& jt = by[c].jt;
+    const std::string& what = by[c].what;
+    double worst = -1;
+    std::string message;
+    for (std::size_t j = 0; j < jt.size(); ++j) {
+      if (!jt[j].defined()) continue;
+      const std::vector<double> a = jt[j].to_vector();
+      for (std::size_t k = 0; k < a.size(); ++k) {
+        const double n = (plus[j][k] - minus[j][k]) / (2 * o.eps);
+        const double diff = std::fabs(a[k] - n);
+        if (c == 0) ++r.entries;
+        r.max_abs_error = std::max(r.max_abs_error, diff);
+        if (diff > 0 && std::fabs(n) > o.atol)
+          r.max_rel_error = std::max(r.max_rel_error, diff / std::fabs(n));
+        const double ratio = diff / (o.atol + o.rtol * std::fabs(n));
+        if (ratio <= 1.0 || (worst > ratio && !std::isnan(ratio)) || std::isnan(worst)) continue;
+        worst = ratio;
+        std::ostringstream w;
+        w.precision(10);
+        w << "J t of output " << j << " at " << jt[j].shape().index_str(static_cast<int64_t>(k))
+          << " (" << what << "): forward mode " << a[k] << ", central differences " << n;
+        message = w.str();
+        r.output = static_cast<int>(j), r.output_element = static_cast<int64_t>(k);
+        r.analytical = a[k], r.numerical = n;
+      }
     }
+    if (!message.empty()) return message;
   }
-  return message;
+  return "";
 }
 
-// J t by forward mode alone (grad mode off), the tangents t on the inputs that have one.
-std::vector<Tensor> forward_only(const Function& f, const std::vector<Tensor>& values,
-                                 const std::vector<Tensor>& t) {
-  const NoGradGuard off;
+// J t by forward mode, the tangents t on the inputs that have one: `recorded` (grad mode on, the
+// checked inputs requiring grad, so every rule runs in ops and records), or with grad mode off
+// (a rule that has a tangent kernel runs it).
+std::vector<Tensor> forward_jt(const Function& f, const std::vector<Tensor>& values,
+                               const std::vector<Tensor>& t, const std::vector<bool>& checked,
+                               bool recorded) {
+  const GradModeGuard mode(recorded);
   fwad::DualLevel level;
   std::vector<Tensor> xs;
-  for (std::size_t i = 0; i < values.size(); ++i)
-    xs.push_back(t[i].defined() ? fwad::make_dual(values[i], t[i]) : values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    Tensor x = values[i];
+    if (recorded && checked[i] && x.defined()) x = x.detach().clone().set_requires_grad();
+    xs.push_back(t[i].defined() ? fwad::make_dual(x, t[i]) : x);
+  }
   std::vector<Tensor> jt;
   for (const Tensor& y : f(xs)) {
     Tensor tan = is_floating(y.dtype()) ? fwad::unpack_dual(y).tangent : Tensor();
     if (!tan.defined() && is_floating(y.dtype())) tan = zeros(y.shape(), y.dtype());
-    jt.push_back(tan);
+    jt.push_back(tan.defined() ? tan.detach() : tan);
   }
   return jt;
 }
@@ -166,23 +184,27 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
     }
   }
 
-  // J t against central differences: with every checked input's tangent, recorded (the rules in
-  // ops) and by forward mode alone (grad mode off: the rules that have a tangent kernel run it),
-  // then (where there are several) with one input's at a time, so that each rule's zero-tangent
-  // paths are seen too.
+  // J t against central differences: with every checked input's tangent, then (where there are
+  // several) with one input's at a time, so that each rule's zero-tangent paths are seen too;
+  // each recorded (the rules in ops) and with grad mode off (the tangent kernels).
   std::ostringstream m;
   m.precision(10);
-  std::string bad = compare_with_differences(f, values, t, jt, o, "every input's tangent", r);
-  if (bad.empty())
-    bad = compare_with_differences(f, values, t, forward_only(f, values, t), o,
-                                   "every input's tangent, grad mode off", r);
+  std::string bad = compare_with_differences(
+      f, values, t,
+      {{jt, "every input's tangent"},
+       {forward_jt(f, values, t, checked, false), "every input's tangent, grad mode off"}},
+      o, r);
   const int n_checked = static_cast<int>(std::count(checked.begin(), checked.end(), true));
   for (std::size_t i = 0; i < values.size() && n_checked > 1 && bad.empty(); ++i) {
     if (!checked[i]) continue;
     std::vector<Tensor> ti(values.size());
     ti[i] = t[i];
-    bad = compare_with_differences(f, values, ti, forward_only(f, values, ti), o,
-                                   "input " + std::to_string(i) + "'s tangent alone", r);
+    const std::string alone = "input " + std::to_string(i) + "'s tangent alone";
+    bad = compare_with_differences(
+        f, values, ti,
+        {{forward_jt(f, values, ti, checked, true), alone},
+         {forward_jt(f, values, ti, checked, false), alone + ", grad mode off"}},
+        o, r);
   }
   if (!bad.empty()) r.passed = false, m << "check_forward_ad failed: " << bad;
 

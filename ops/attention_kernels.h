@@ -52,8 +52,9 @@ struct KeptLayout {
   int64_t total(int64_t N) const { return lse_n + (weights ? N * per_entry : 0); }
 };
 
-/// The kept-weights policy: the weights are kept when a backward is coming and all of them (of
-/// elem_size bytes each) fit in attention_weights_limit() bytes. Never throws.
+/// The kept-weights policy: the weights are kept when a backward (or the tangent kernel) is
+/// coming and all of them (of elem_size bytes each) fit in attention_weights_limit() bytes.
+/// Never throws.
 KeptLayout kept_layout(const AttentionDims& s, std::size_t elem_size, bool backward_coming);
 
 /// The three inputs; they may point into one buffer (the packed projection).

@@ -106,7 +106,7 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
       })
       .jvp([&](const Tangents& t) {
-        if (!t[0].defined() || detail::tangent_records({X, t[0]}))
+        if (detail::tangent_records({X, t[0]}))
           return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
         Tensor tY(X.shape(), X.dtype());  // nothing will differentiate it: the kernel
         dispatch(X.dtype(), [&]<class T>() {

@@ -139,11 +139,17 @@ inline const std::string kPython = "/usr/bin/python3";
 inline std::string python_missing(const std::string& modules) {
   static std::map<std::string, std::string> known;  // probed once per process and set
   const auto [it, fresh] = known.try_emplace(modules);
-  const std::string probe =
-      kPython + " -c 'import importlib.util as u, sys; " +
-      "sys.exit(any(u.find_spec(m.strip()) is None for m in sys.argv[1].split(\",\")))' '" +
-      modules + "' >/dev/null 2>&1";
-  if (fresh && std::system(probe.c_str()) != 0) it->second = kPython + " cannot import " + modules;
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on a chain of +.
+  std::string probe = kPython;
+  probe += " -c 'import importlib.util as u, sys; ";
+  probe += "sys.exit(any(u.find_spec(m.strip()) is None for m in sys.argv[1].split(\",\")))' '";
+  probe += modules;
+  probe += "' >/dev/null 2>&1";
+  if (fresh && std::system(probe.c_str()) != 0) {
+    it->second = kPython;
+    it->second += " lacks one of ";
+    it->second += modules;
+  }
   return it->second;
 }
 
