@@ -125,6 +125,21 @@ void exp_row(T* p, int64_t len, T lse) {
   a = (a - lse).exp();
 }
 
+// Block b's weights P: the next of the forward's kept blocks (`kept` moves past it), or, when
+// `kept` is null, recomputed into `recomputed` as exp(S - lse), 0 where hidden (kt: K^T).
+template <class T>
+const T* block_weights(const AttentionDims& s, const Block& b, T sc, const T* q, const T* kt,
+                       const T* lse, const T*& kept, T* recomputed) {
+  if (kept) {
+    const T* P = kept;
+    kept += b.rows * b.keys;
+    return P;
+  }
+  score_block(q, kt, s, b, sc, recomputed,
+              [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[b.i0 + r]); });
+  return recomputed;
+}
+
 // Entries of the per-block weights of one (batch, head) entry: sum over blocks of rows x keys.
 int64_t weights_per_entry(const AttentionDims& s) {
   int64_t total = 0;
@@ -194,15 +209,7 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
-    const T* P = kept;
-    if (kept) {
-      kept += b.rows * n;
-    } else {
-      // P = exp(S - lse), 0 where hidden
-      score_block(in.q, kt, s, b, sc, P_recomputed,
-                  [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
-      P = P_recomputed;
-    }
+    const T* P = block_weights(s, b, sc, in.q, kt, lse, kept, P_recomputed);
     const auto dO_i = view(dout + i0 * s.ldo, b.rows, s.dv, s.ldo);
     const auto dV_keys = view(g.dv + b.lo * s.ldv, n, s.dv, s.ldv);
     gemm<T>(view(P, b.rows, n).t(), dO_i, dV_keys, T(1), T(1));  // dV += P^T dO_i
@@ -240,14 +247,7 @@ void tangent_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, Attentio
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
-    const T* P = kept;
-    if (kept) {
-      kept += b.rows * n;
-    } else {
-      score_block(in.q, kt, s, b, sc, P_recomputed,
-                  [&](int64_t r, T* p, int64_t len) { exp_row(p, len, lse[i0 + r]); });
-      P = P_recomputed;
-    }
+    const T* P = block_weights(s, b, sc, in.q, kt, lse, kept, P_recomputed);
     const auto O_i = view(tout + i0 * s.ldo, b.rows, s.dv, s.ldo);
     if (scores_move) {
       const auto S_i = view(tS, b.rows, n);
