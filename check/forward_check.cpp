@@ -59,22 +59,51 @@ std::vector<std::vector<double>> eval_at(const Function& f, const std::vector<Te
   return out;
 }
 
-// One J t (a tensor per output of f, undefined for a non-float one) and what names it.
+// One J t (a tensor per output of f, undefined for a non-float one), what names it, and the
+// outputs' values of the same run (a run with dual inputs; empty when not checked).
 struct JtBy {
   std::vector<Tensor> jt;
   std::string what;
+  std::vector<Tensor> values;
 };
 
+// The values a run with dual inputs computed against the plain f's at the same point, entry by
+// entry, to 64 units of the dtype's epsilon (relative above 1): an op that computes its tangent
+// with its output in one kernel must leave the output as it was. Returns the message of the
+// first entry off, or "".
+std::string compare_values(const std::vector<std::vector<double>>& plain, const JtBy& run) {
+  for (std::size_t j = 0; j < run.values.size() && j < plain.size(); ++j) {
+    if (plain[j].empty()) continue;
+    const std::vector<double> a = run.values[j].to_vector();
+    const double ulp = run.values[j].dtype() == Dtype::f32 ? 0x1p-23 : 0x1p-52;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      if (a[k] == plain[j][k] || std::fabs(a[k] - plain[j][k]) <= 64 * ulp * std::max(1.0, std::fabs(plain[j][k])))
+        continue;
+      if (std::isnan(a[k]) && std::isnan(plain[j][k])) continue;
+      std::ostringstream w;
+      w.precision(17);
+      w << "output " << j << " at " << run.values[j].shape().index_str(static_cast<int64_t>(k))
+        << " (" << run.what << "): " << a[k] << " with dual inputs, " << plain[j][k]
+        << " from the plain forward";
+      return w.str();
+    }
+  }
+  return "";
+}
+
 // Each J t of `by` against central differences of f along t (computed once), entry by entry
-// (atol + rtol, as gradcheck), into r (the entries counted once). Returns the message of the
-// worst failing entry of the first J t that fails, or "".
+// (atol + rtol, as gradcheck), into r (the entries counted once), after its run's values
+// against the plain f's. Returns the message of the worst failing entry of the first J t that
+// fails, or "".
 std::string compare_with_differences(const Function& f, const std::vector<Tensor>& values,
                                      const std::vector<Tensor>& t, const std::vector<JtBy>& by,
                                      const GradcheckOptions& o, GradcheckResult& r) {
   const auto plus = eval_at(f, values, t, o.eps), minus = eval_at(f, values, t, -o.eps);
+  const auto plain = eval_at(f, values, t, 0.0);
   for (std::size_t c = 0; c < by.size(); ++c) {
     const std::vector<Tensor>& jt = by[c].jt;
     const std::string& what = by[c].what;
+    if (std::string bad = compare_values(plain, by[c]); !bad.empty()) return bad;
     double worst = -1;
     std::string message;
     for (std::size_t j = 0; j < jt.size(); ++j) {
@@ -106,10 +135,11 @@ std::string compare_with_differences(const Function& f, const std::vector<Tensor
 
 // J t by forward mode, the tangents t on the inputs that have one: `recorded` (grad mode on, the
 // checked inputs requiring grad, so every rule runs in ops and records), or with grad mode off
-// (a rule that has a tangent kernel runs it).
-std::vector<Tensor> forward_jt(const Function& f, const std::vector<Tensor>& values,
-                               const std::vector<Tensor>& t, const std::vector<bool>& checked,
-                               bool recorded) {
+// (a rule that has a tangent kernel runs it, some with the output in one pass); with the
+// outputs' values of the run.
+JtBy forward_jt(const Function& f, const std::vector<Tensor>& values,
+                const std::vector<Tensor>& t, const std::vector<bool>& checked, bool recorded,
+                std::string what) {
   const GradModeGuard mode(recorded);
   fwad::DualLevel level;
   std::vector<Tensor> xs;
@@ -118,13 +148,14 @@ std::vector<Tensor> forward_jt(const Function& f, const std::vector<Tensor>& val
     if (recorded && checked[i] && x.defined()) x = x.detach().clone().set_requires_grad();
     xs.push_back(t[i].defined() ? fwad::make_dual(x, t[i]) : x);
   }
-  std::vector<Tensor> jt;
+  JtBy run{{}, std::move(what), {}};
   for (const Tensor& y : f(xs)) {
     Tensor tan = is_floating(y.dtype()) ? fwad::unpack_dual(y).tangent : Tensor();
     if (!tan.defined() && is_floating(y.dtype())) tan = zeros(y.shape(), y.dtype());
-    jt.push_back(tan.defined() ? tan.detach() : tan);
+    run.jt.push_back(tan.defined() ? tan.detach() : tan);
+    run.values.push_back(is_floating(y.dtype()) ? fwad::unpack_dual(y).primal.detach() : Tensor());
   }
-  return jt;
+  return run;
 }
 
 }  // namespace
@@ -191,8 +222,8 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
   m.precision(10);
   std::string bad = compare_with_differences(
       f, values, t,
-      {{jt, "every input's tangent"},
-       {forward_jt(f, values, t, checked, false), "every input's tangent, grad mode off"}},
+      {{jt, "every input's tangent", {}},
+       forward_jt(f, values, t, checked, false, "every input's tangent, grad mode off")},
       o, r);
   const int n_checked = static_cast<int>(std::count(checked.begin(), checked.end(), true));
   for (std::size_t i = 0; i < values.size() && n_checked > 1 && bad.empty(); ++i) {
@@ -202,8 +233,8 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
     const std::string alone = "input " + std::to_string(i) + "'s tangent alone";
     bad = compare_with_differences(
         f, values, ti,
-        {{forward_jt(f, values, ti, checked, true), alone},
-         {forward_jt(f, values, ti, checked, false), alone + ", grad mode off"}},
+        {forward_jt(f, values, ti, checked, true, alone),
+         forward_jt(f, values, ti, checked, false, alone + ", grad mode off")},
         o, r);
   }
   if (!bad.empty()) r.passed = false, m << "check_forward_ad failed: " << bad;

@@ -230,49 +230,81 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
   }
 }
 
-// tO of one entry (the math at the top of attention_kernels.h); t's pointers may be null.
-// `kept` holds the forward's weights, or is null to recompute them from lse.
+// O and tO of one entry in one pass (the math at the top of attention_kernels.h; t's pointers
+// may be null): each block's weights are made once and used by both while in cache. With
+// every tangent (a jvp along the input), each pair of tangent products is one product over
+// twice the inner size: tS = [tQ_i | Q_i] [K^T; tK^T] and tO_i = [tA | P] [V; tV].
 template <class T>
-void tangent_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionInputs<T> t,
-                   const T* lse, const T* kept, T* tout) {
-  thread_local Scratch<T> buf, t_buf;
+void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionInputs<T> t, T* o,
+                T* lse, T* tout) {
+  thread_local Scratch<T> buf, t_buf, pair_buf;
   const int64_t cap = block_cap(s);
-  T* const P_recomputed = scratch(buf, 2 * cap);
-  T* const tS = P_recomputed + cap;  // then tA, in place
-  T* const kt = scratch(t_buf, 2 * s.d * s.T_k);
-  T* const tkt = kt + s.d * s.T_k;
-  if (!kept || t.q) transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
-  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, tkt);
   const bool scores_move = t.q || t.k;
+  const bool pair_q = t.q && t.k, pair_v = scores_move && t.v;
+  T* const P = scratch(buf, 2 * cap);
+  T* const tS = P + cap;  // then tA, in place
+  T* const kt = scratch(t_buf, 2 * s.d * s.T_k);
+  T* const tkt = kt + s.d * s.T_k;  // so [K^T; tK^T] is (2d, T_k) from kt
+  const int64_t q2 = pair_q ? 2 * s.d * s.T : 0;
+  const int64_t ap = pair_v ? 2 * cap : 0, vv = pair_v ? 2 * s.T_k * s.dv : 0;
+  T* const qq = scratch(pair_buf, q2 + ap + vv);  // rows [tQ_i | Q_i]
+  T* const tap = qq + q2;                         // a block's [tA | P], (rows, 2 keys)
+  T* const vv_buf = tap + ap;                     // a block's [V; tV], (2 keys, dv)
+  transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, tkt);
+  if (pair_q)
+    for (int64_t i = 0; i < s.T; ++i) {
+      std::copy_n(t.q + i * s.ldq, s.d, qq + i * 2 * s.d);
+      std::copy_n(in.q + i * s.ldq, s.d, qq + i * 2 * s.d + s.d);
+    }
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
-    const T* P = block_weights(s, b, sc, in.q, kt, lse, kept, P_recomputed);
-    const auto O_i = view(tout + i0 * s.ldo, b.rows, s.dv, s.ldo);
+    // the forward's block: P = softmax(S), O_i = P V
+    score_block(in.q, kt, s, b, sc, P,
+                [&](int64_t r, T* p, int64_t len) { lse[i0 + r] = softmax_row(p, len); });
+    const auto V_keys = view(in.v + b.lo * s.ldv, n, s.dv, s.ldv);
+    gemm<T>(view(P, b.rows, n), V_keys, view(o + i0 * s.ldo, b.rows, s.dv, s.ldo));
+    const auto tO_i = view(tout + i0 * s.ldo, b.rows, s.dv, s.ldo);
     if (scores_move) {
       const auto S_i = view(tS, b.rows, n);
-      const auto Q_i = view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq);
-      if (t.q)  // tS = tQ_i K^T scale
+      if (pair_q)  // tS = [tQ_i | Q_i] [K^T; tK^T] scale
+        gemm<T>(view(qq + i0 * 2 * s.d, b.rows, 2 * s.d), view(kt + b.lo, 2 * s.d, n, s.T_k),
+                S_i, sc);
+      else if (t.q)  // tS = tQ_i K^T scale
         gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(kt + b.lo, s.d, n, s.T_k), S_i,
                 sc);
-      if (t.k)  // (+)= Q_i tK^T scale
-        gemm<T>(Q_i, view(tkt + b.lo, s.d, n, s.T_k), S_i, sc, T(t.q ? 1 : 0));
-      for (int64_t r = 0; r < b.rows; ++r) {  // tA = P * (tS - rowsum(tS * P)), over tS
+      else  // tS = Q_i tK^T scale
+        gemm<T>(view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(tkt + b.lo, s.d, n, s.T_k),
+                S_i, sc);
+      // tA = P * (tS - rowsum(tS * P)): over tS, or into [tA | P]'s left half
+      T* const tA = pair_v ? tap : tS;
+      const int64_t lda = pair_v ? 2 * n : n;
+      for (int64_t r = 0; r < b.rows; ++r) {
         int64_t c0, c1;
         visible(s, b.i0 + r, b.lo, c0, c1);
         const T* p = P + r * n;
-        T* ta = tS + r * n;
+        const T* ts = tS + r * n;
+        T* ta = tA + r * lda;
         T dot = T(0);
-        for (int64_t j = c0; j < c1; ++j) dot = madd(p[j], ta[j], dot);
+        for (int64_t j = c0; j < c1; ++j) dot = madd(p[j], ts[j], dot);
         std::fill(ta, ta + c0, T(0));
-        for (int64_t j = c0; j < c1; ++j) ta[j] = p[j] * (ta[j] - dot);
+        for (int64_t j = c0; j < c1; ++j) ta[j] = p[j] * (ts[j] - dot);
         std::fill(ta + c1, ta + n, T(0));
+        if (pair_v) std::copy_n(p, n, ta + n);
       }
-      gemm<T>(S_i, view(in.v + b.lo * s.ldv, n, s.dv, s.ldv), O_i);  // tO_i = tA V
+      if (!pair_v) {
+        gemm<T>(S_i, V_keys, tO_i);  // tO_i = tA V
+      } else {  // tO_i = [tA | P] [V; tV]
+        for (int64_t j = 0; j < n; ++j) {
+          std::copy_n(in.v + (b.lo + j) * s.ldv, s.dv, vv_buf + j * s.dv);
+          std::copy_n(t.v + (b.lo + j) * s.ldv, s.dv, vv_buf + (n + j) * s.dv);
+        }
+        gemm<T>(view(tap, b.rows, 2 * n), view(vv_buf, 2 * n, s.dv), tO_i);
+      }
+    } else {  // tO_i = P tV
+      gemm<T>(view(P, b.rows, n), view(t.v + b.lo * s.ldv, n, s.dv, s.ldv), tO_i);
     }
-    if (t.v)  // (+)= P tV
-      gemm<T>(view(P, b.rows, n), view(t.v + b.lo * s.ldv, n, s.dv, s.ldv), O_i, T(1),
-              T(scores_move ? 1 : 0));
   }
 }
 
@@ -321,13 +353,11 @@ void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, 
 }
 
 template <class T>
-void attention_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
-                       AttentionInputs<T> tangents, const T* kept, const KeptLayout& layout,
-                       T* tout) {
-  const T* w = layout.weights ? kept + layout.lse_n : nullptr;
-  for_each_entry(s.N, work_of(s), [&](int64_t n) {
-    tangent_entry<T>(s, scale, entry(s, in, n), entry(s, tangents, n), kept + n * s.T,
-                     w ? w + n * layout.per_entry : nullptr, tout + s.o_off(n));
+void attention_forward_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
+                               AttentionInputs<T> tangents, T* o, T* lse, T* tout) {
+  for_each_entry(s.N, 2 * work_of(s), [&](int64_t n) {
+    dual_entry<T>(s, scale, entry(s, in, n), entry(s, tangents, n), o + s.o_off(n),
+                  lse + n * s.T, tout + s.o_off(n));
   });
 }
 
@@ -342,12 +372,12 @@ template void attention_backward<double>(const AttentionDims&, double, Attention
                                          const double*, const double*, const double*,
                                          const KeptLayout&, AttentionGrads<double>);
 
-template void attention_tangent<float>(const AttentionDims&, float, AttentionInputs<float>,
-                                       AttentionInputs<float>, const float*, const KeptLayout&,
-                                       float*);
-template void attention_tangent<double>(const AttentionDims&, double, AttentionInputs<double>,
-                                        AttentionInputs<double>, const double*,
-                                        const KeptLayout&, double*);
+template void attention_forward_tangent<float>(const AttentionDims&, float,
+                                               AttentionInputs<float>, AttentionInputs<float>,
+                                               float*, float*, float*);
+template void attention_forward_tangent<double>(const AttentionDims&, double,
+                                                AttentionInputs<double>, AttentionInputs<double>,
+                                                double*, double*, double*);
 
 void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
 std::size_t attention_weights_limit() { return weights_limit.load(); }

@@ -237,30 +237,44 @@ void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tenso
   });
 }
 
-// Whether the output will get a tangent: a forward-AD level is open and an input has one there.
-// The forward then keeps what it keeps for a backward, for the tangent kernel.
-bool tangent_coming(std::initializer_list<Tensor> inputs) {
-  if (!detail::forward_level()) return false;
-  for (const Tensor& x : inputs)
-    if (detail::tangent_of(x).defined()) return true;
-  return false;
+// Forward mode with nothing to differentiate the rule (detail::tangent_records; so no backward
+// either): the inputs' tangents, for the forward and the tangent kernel in one pass. Else none.
+struct DualTangents {
+  Tensor q, k, v;
+  bool on = false;
+};
+
+DualTangents dual_tangents(const Tensor& Q, const Tensor& K, const Tensor& V) {
+  if (!detail::forward_level()) return {};
+  DualTangents t{detail::tangent_of(Q), detail::tangent_of(K), detail::tangent_of(V)};
+  t.on = (t.q.defined() || t.k.defined() || t.v.defined()) &&
+         !detail::tangent_records({Q, K, V, t.q, t.k, t.v});
+  return t;
 }
 
-// The tangent rule by the tangent kernel, for a rule nothing will differentiate
-// (detail::tangent_records): tO of `shape` from tQ, tK, tV laid out like Q, K, V (they may be
-// one tensor, as Q, K and V may), and what the forward kept; an undefined tangent is zero, and
-// one at least is defined.
-Tensor tangent_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& tQ,
-                   const Tensor& tK, const Tensor& tV, const Kept& kept, const AttentionDims& s,
-                   double sc, const Shape& shape) {
-  Tensor tO(shape, Q.dtype());
+// O and tO (of O's shape) in one pass: the fused forward and tangent kernels as one; the
+// log-sum-exps kept, no weights (no backward is coming).
+Kept forward_tangent_all(const Tensor& Q, const Tensor& K, const Tensor& V, const DualTangents& t,
+                         Tensor& O, Tensor& tO, const AttentionDims& s, double sc) {
+  Kept kept{Tensor(), detail::kept_layout(s, dtype_size(Q.dtype()), false)};
+  kept.buf = Tensor(Shape{kept.layout.total(s.N)}, Q.dtype());
+  tO = Tensor(O.shape(), O.dtype());
   dispatch(Q.dtype(), [&]<class T>() {
-    auto at = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-    detail::attention_tangent<T>(s, static_cast<T>(sc), {Q.data<T>(), K.data<T>(), V.data<T>()},
-                                 {at(tQ), at(tK), at(tV)}, kept.buf.data<T>(), kept.layout,
-                                 tO.data<T>());
+    auto at = [](const Tensor& x) { return x.defined() ? x.data<T>() : nullptr; };
+    detail::attention_forward_tangent<T>(
+        s, static_cast<T>(sc), {Q.data<T>(), K.data<T>(), V.data<T>()}, {at(t.q), at(t.k), at(t.v)},
+        O.data<T>(), kept.buf.data<T>(), tO.data<T>());
   });
-  return tO;
+  return kept;
+}
+
+// The forward of every entry, and with dual tangents the tangent too (into tO).
+Kept forward_or_dual(const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& O, Tensor& tO,
+                     const AttentionDims& s, double sc) {
+  const DualTangents t = dual_tangents(Q, K, V);
+  if (t.on) return forward_tangent_all(Q, K, V, t, O, tO, s, sc);
+  return forward_all(Q, K, V, O, s, sc,
+                     is_grad_enabled() && detail::any_requires_grad({Q, K, V}));
 }
 
 // Runs the fused kernels on separate Q, K, V and records the derivative: `formula` in ops, and
@@ -269,10 +283,8 @@ template <class Formula, class Tangent>
 Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
              const AttentionDims& s, double sc, Formula formula, Tangent tangent,
              const std::source_location& where) {
-  Tensor O(with_rows(V, s.T), Q.dtype());  // (.., T, d_v)
-  const Kept kept = forward_all(
-      Q, K, V, O, s, sc,
-      (is_grad_enabled() && detail::any_requires_grad({Q, K, V})) || tangent_coming({Q, K, V}));
+  Tensor O(with_rows(V, s.T), Q.dtype()), tO;  // (.., T, d_v)
+  const Kept kept = forward_or_dual(Q, K, V, O, tO, s, sc);
   return record(op, O, {Q, K, V}, where)
       .saves(Q, K, V)
       .formula([Q, K, V, s, sc, formula](const Tensor& dO) { return formula(Q, K, V, dO, s, sc); })
@@ -282,9 +294,8 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
         return {dQ, dK, dV};
       })
       .jvp([&](const Tangents& t) {  // tO
-        if (detail::tangent_records({Q, K, V, t[0], t[1], t[2]}))
-          return tangent(Q, K, V, t[0], t[1], t[2], s, sc);
-        return tangent_all(Q, K, V, t[0], t[1], t[2], kept, s, sc, O.shape());
+        if (tO.defined()) return tO;  // made with O by the kernels
+        return tangent(Q, K, V, t[0], t[1], t[2], s, sc);
       });
 }
 
@@ -330,10 +341,8 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
   const int64_t C = s.ldo;
   std::vector<int64_t> shape = QKV.shape().vec();
   shape.back() = C;
-  Tensor O(Shape(shape), QKV.dtype());  // (.., T, C)
-  const Kept kept = forward_all(
-      QKV, QKV, QKV, O, s, sc,
-      (is_grad_enabled() && detail::any_requires_grad({QKV})) || tangent_coming({QKV}));
+  Tensor O(Shape(shape), QKV.dtype()), tO;  // (.., T, C)
+  const Kept kept = forward_or_dual(QKV, QKV, QKV, O, tO, s, sc);
   return record("causal_attention_qkv", O, {QKV}, where)
       .saves(QKV)
       .formula([QKV, C, s, sc](const Tensor& dO) {
@@ -347,8 +356,7 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
         return {dQKV};
       })
       .jvp([&](const Tangents& t) {
-        if (!detail::tangent_records({QKV, t[0]}))
-          return tangent_all(QKV, QKV, QKV, t[0], t[0], t[0], kept, s, sc, O.shape());
+        if (tO.defined()) return tO;  // made with O by the kernels
         const std::vector<Tensor> qkv = split(QKV, C, -1), tqkv = split(t[0], C, -1);
         return heads_tangent(qkv[0], qkv[1], qkv[2], tqkv[0], tqkv[1], tqkv[2], s, sc);
       });

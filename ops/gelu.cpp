@@ -6,6 +6,7 @@
 
 #include <tapegrad/ops/gelu.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <type_traits>
@@ -79,26 +80,68 @@ void gelu_tanh_kernel(const T* px, const T* pdy, T* pdx, int64_t n) {
   }
 }
 
+// Y, and with tx its tangent tY = tx Y'(X) in the same pass (a forward-mode run that nothing
+// differentiates: the tanh is computed once for both). Chunks of the stack's size keep the
+// activations in L1 between the two.
+template <class T>
+void gelu_tanh_forward(const T* px, T* py, int64_t n, const T* ptx, T* pty) {
+  if (!ptx) {
+    auto x = detail::CMapArr<T>(px, n);
+    const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
+    if constexpr (std::is_same_v<T, double>)  // see gelu_tanh_kernel
+      detail::MapArr<T>(py, n) = x * (T(1) + (T(-2) * u).exp()).inverse();
+    else
+      detail::MapArr<T>(py, n) = T(0.5) * x * (T(1) + u.tanh());
+    return;
+  }
+  constexpr int64_t kChunk = 512;
+  Eigen::Array<T, kChunk, 1> buf;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    auto x = detail::CMapArr<T>(px + i, m);
+    auto tx = detail::CMapArr<T>(ptx + i, m);
+    auto y = detail::MapArr<T>(py + i, m), ty = detail::MapArr<T>(pty + i, m);
+    const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
+    const auto du = (T(1) + (x * x) * T(3.0 * kKappa)) * T(kBeta);
+    auto s = buf.head(m);
+    if constexpr (std::is_same_v<T, double>) {
+      s = (T(1) + (T(-2) * u).exp()).inverse();
+      y = x * s;
+      ty = tx * (s + T(2) * x * (s * (T(1) - s)) * du);
+    } else {
+      s = u.tanh();
+      y = T(0.5) * x * (T(1) + s);
+      ty = tx * ((s + T(1)) * T(0.5) + (x * ((T(1) - s * s) * du)) * T(0.5));
+    }
+  }
+}
+
+template <class T>
+void gelu_erf_forward(const T* x, T* y, int64_t n, const T* tx, T* ty) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T e = std::erf(x[i] * T(kSqrt1_2));
+    y[i] = x[i] * T(0.5) * (T(1) + e);
+    if (!tx) continue;
+    const T pdf = std::exp((x[i] * x[i]) * T(-0.5)) * T(kInvSqrt2Pi);
+    ty[i] = tx[i] * ((e + T(1)) * T(0.5) + x[i] * pdf);
+  }
+}
+
 }  // namespace
 
 Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_location& where) {
   detail::check_floating("gelu", X);
   const bool tanh_mode = approximate == GeluApproximate::tanh;
   Tensor Y(X.shape(), X.dtype());
+  const Tensor tX = detail::fused_tangent(X);
+  Tensor tY = tX.defined() ? Tensor(X.shape(), X.dtype()) : Tensor();
   dispatch(X.dtype(), [&]<class T>() {
-    const int64_t n = X.numel();
-    const T* x = X.data<T>();
-    T* y = Y.data<T>();
-    if (tanh_mode) {
-      auto xa = detail::CMapArr<T>(x, n);
-      const auto inner = (xa + xa * xa * xa * T(kKappa)) * T(kBeta);
-      if constexpr (std::is_same_v<T, double>)  // see gelu_tanh_kernel
-        detail::MapArr<T>(y, n) = xa * (T(1) + (T(-2) * inner).exp()).inverse();
-      else
-        detail::MapArr<T>(y, n) = T(0.5) * xa * (T(1) + inner.tanh());
-    } else {
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * T(0.5) * (T(1) + std::erf(x[i] * T(kSqrt1_2)));
-    }
+    const T* tx = tX.defined() ? tX.data<T>() : nullptr;
+    T* ty = tY.defined() ? tY.data<T>() : nullptr;
+    if (tanh_mode)
+      gelu_tanh_forward<T>(X.data<T>(), Y.data<T>(), X.numel(), tx, ty);
+    else
+      gelu_erf_forward<T>(X.data<T>(), Y.data<T>(), X.numel(), tx, ty);
   });
   return record("gelu", Y, {X}, where)
       .saves(X)
@@ -106,6 +149,7 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
       })
       .jvp([&](const Tangents& t) {
+        if (tY.defined()) return tY;  // computed with Y
         if (detail::tangent_records({X, t[0]}))
           return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
         Tensor tY(X.shape(), X.dtype());  // nothing will differentiate it: the kernel

@@ -149,6 +149,8 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
   const int64_t C = X.size(-1), rows = C ? X.numel() / C : 0;
   Tensor Y(X.shape(), X.dtype());
   Tensor stats(Shape{rows, 2}, Dtype::f64);  // per row: mean, 1 / sqrt(var + eps)
+  const Tensor tX = detail::fused_tangent(X, {W, B});  // tY with Y, row by row
+  Tensor tY = tX.defined() ? Tensor(X.shape(), X.dtype()) : Tensor();
   dispatch(X.dtype(), [&]<class T>() {
     double* st = stats.data<double>();
     T* y = Y.data<T>();
@@ -156,7 +158,7 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
                          : ArrD::Ones(C);
     ArrD b = B.defined() ? ArrD(detail::CMapArr<T>(B.data<T>(), C).template cast<double>())
                          : ArrD::Zero(C);
-    ArrD xc(C);
+    ArrD xc(C), xhat(C), tx(C);
     for (int64_t r = 0; r < rows; ++r) {
       const auto x = detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>();
       const double mu = x.mean();
@@ -165,6 +167,11 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
       st[2 * r] = mu;
       st[2 * r + 1] = rstd;
       detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
+      if (!tX.defined()) continue;
+      xhat = xc * rstd;  // as layer_norm_jvp_kernel
+      tx = detail::CMapArr<T>(tX.data<T>() + r * C, C).template cast<double>();
+      detail::MapArr<T>(tY.data<T>() + r * C, C) =
+          (w * rstd * (tx - tx.mean() - xhat * (tx * xhat).mean())).template cast<T>();
     }
   });
   return record("layer_norm", Y, {X, W, B}, where)
@@ -177,6 +184,7 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
                         [&]<class T>() { return layer_norm_kernel<T>(X, W, B, stats, dY); });
       })
       .jvp([&](const Tangents& t) {
+        if (tY.defined()) return tY;  // computed with Y
         if (detail::tangent_records({X, W, B, t[0], t[1], t[2]}))
           return layer_norm_jvp(X, W, eps, t);
         return dispatch(X.dtype(),

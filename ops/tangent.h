@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/tensor.h>
 #include <tapegrad/ops/add.h>
@@ -32,6 +33,18 @@ inline bool tangent_records(std::initializer_list<Tensor> read) {
   for (const Tensor& t : read)
     if (t.defined() && t.requires_grad()) return true;
   return false;
+}
+
+/// X's tangent at the open forward-AD level when the op may compute it with its own output in one
+/// kernel: nothing will differentiate the rule (tangent_records), and `constants` (the op's other
+/// inputs) carry no tangent. Else undefined, and the op's rule runs as usual.
+inline Tensor fused_tangent(const Tensor& X, std::initializer_list<Tensor> constants = {}) {
+  if (!forward_level()) return Tensor();
+  Tensor tX = tangent_of(X);
+  if (!tX.defined() || tangent_records({X, tX})) return Tensor();
+  for (const Tensor& c : constants)
+    if (tangent_of(c).defined() || tangent_records({c})) return Tensor();
+  return tX;
 }
 
 /// f(t) where t is defined, else undefined: a term of a rule that one input's tangent makes.
