@@ -89,6 +89,13 @@ void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst
   }
 }
 
+// dst[0, n) = src[0, n), inline: a call to memmove for each short row costs more than the copy.
+template <class T>
+void copy_row(const T* src, int64_t n, T* dst) {
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(dst, n) =
+      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(src, n);
+}
+
 // S (rows, keys) = Q_i K^T scale for block b, K^T being kt (d, T_k); hidden entries are set to
 // exactly 0 and `visible_part(r, row, len)` runs on each row's visible run.
 template <class T, class F>
@@ -233,7 +240,8 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
 // O and tO of one entry in one pass (the math at the top of attention_kernels.h; t's pointers
 // may be null): each block's weights are made once and used by both while in cache. With
 // every tangent (a jvp along the input), each pair of tangent products is one product over
-// twice the inner size: tS = [tQ_i | Q_i] [K^T; tK^T] and tO_i = [tA | P] [V; tV].
+// twice the inner size: tS = [tQ_i | Q_i] [K^T; tK^T] and tO_i = [tA | P] [V; tV] (a small
+// product's fixed cost, BLIS's call and OpenMP region, is worth more than the copies).
 template <class T>
 void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionInputs<T> t, T* o,
                 T* lse, T* tout) {
@@ -254,8 +262,8 @@ void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionIn
   if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, tkt);
   if (pair_q)
     for (int64_t i = 0; i < s.T; ++i) {
-      std::copy_n(t.q + i * s.ldq, s.d, qq + i * 2 * s.d);
-      std::copy_n(in.q + i * s.ldq, s.d, qq + i * 2 * s.d + s.d);
+      copy_row(t.q + i * s.ldq, s.d, qq + i * 2 * s.d);
+      copy_row(in.q + i * s.ldq, s.d, qq + i * 2 * s.d + s.d);
     }
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
@@ -286,19 +294,21 @@ void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionIn
         const T* p = P + r * n;
         const T* ts = tS + r * n;
         T* ta = tA + r * lda;
-        T dot = T(0);
-        for (int64_t j = c0; j < c1; ++j) dot = madd(p[j], ts[j], dot);
+        // A vectorised sum: a row with one visible key still gets exactly 0 (P = 1: tS - tS).
+        using Row = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+        const Row p_run(p + c0, c1 - c0), ts_run(ts + c0, c1 - c0);
+        const T dot = (p_run * ts_run).sum();
         std::fill(ta, ta + c0, T(0));
-        for (int64_t j = c0; j < c1; ++j) ta[j] = p[j] * (ts[j] - dot);
+        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(ta + c0, c1 - c0) = p_run * (ts_run - dot);
         std::fill(ta + c1, ta + n, T(0));
-        if (pair_v) std::copy_n(p, n, ta + n);
+        if (pair_v) copy_row(p, n, ta + n);
       }
       if (!pair_v) {
         gemm<T>(S_i, V_keys, tO_i);  // tO_i = tA V
       } else {  // tO_i = [tA | P] [V; tV]
         for (int64_t j = 0; j < n; ++j) {
-          std::copy_n(in.v + (b.lo + j) * s.ldv, s.dv, vv_buf + j * s.dv);
-          std::copy_n(t.v + (b.lo + j) * s.ldv, s.dv, vv_buf + (n + j) * s.dv);
+          copy_row(in.v + (b.lo + j) * s.ldv, s.dv, vv_buf + j * s.dv);
+          copy_row(t.v + (b.lo + j) * s.ldv, s.dv, vv_buf + (n + j) * s.dv);
         }
         gemm<T>(view(tap, b.rows, 2 * n), view(vv_buf, 2 * n, s.dv), tO_i);
       }

@@ -8,7 +8,8 @@
 //   backward, with D_i = rowsum(dO_i * O_i) and P kept or recomputed as exp(S - lse_i):
 //             dV_lo:hi += P^T dO_i;  dP = dO_i V_lo:hi^T;  dS = P * (dP - D_i) scale
 //             dQ_i = dS K_lo:hi;  dK_lo:hi += dS^T Q_i
-//   tangent (forward mode), from the inputs' tangents tQ, tK, tV (each may be absent: zero):
+//   tangent (forward mode), from the inputs' tangents tQ, tK, tV (each may be absent: zero),
+//   with the forward in one pass (each block's P made once for both):
 //             tS = (tQ_i K_lo:hi^T + Q_i tK_lo:hi^T) scale;  tA = P * (tS - rowsum(tS * P))
 //             tO_i = tA V_lo:hi + P tV_lo:hi
 // M is causal with the queries at positions query_offset + i (the last T of T_k positions, as

@@ -11,7 +11,8 @@
 // dQ, dK, dV into one gradient. The tangent rule (forward mode), in ops from A recomputed as in
 // the formula:
 //   tS = (tQ K^T + Q tK^T) scale;  tA = A * (tS - rowsum(tS * A));  tO = tA V + A tV
-// (A is exactly 0 where masked, so tA is too: masked entries have no tangent).
+// (A is exactly 0 where masked, so tA is too: masked entries have no tangent); and, when nothing
+// will differentiate the rule, by the kernels with the forward in one pass.
 
 #include <tapegrad/ops/causal_attention.h>
 

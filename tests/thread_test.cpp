@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <tapegrad/check/gradcheck.h>
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/storage.h>
 #include <tapegrad/nn/attention.h>
@@ -343,6 +344,26 @@ Values fused_attention_run(int64_t B, int64_t H, int64_t T) {
   return out;
 }
 
+// The same layer in forward mode, grad mode off: the fused kernels make O and its tangent in one
+// pass (a tangent on X and on every parameter).
+Values fused_attention_jvp_run(int64_t B, int64_t H, int64_t T) {
+  Rng rng(2025);
+  AttentionOptions o;
+  o.heads = H;
+  o.need_weights = false;
+  tg::nn::QKVAttention layer(16, 32, 32, o, /*output_proj=*/true, rng);
+  const NoGradGuard off;
+  fwad::DualLevel level;
+  const Tensor X = fwad::make_dual(randn({B, T, 16}, rng), randn({B, T, 16}, rng));
+  const Tensor Y = layer.forward(X).Y;  // (B, T, d_v)
+  const fwad::UnpackedDual y = fwad::unpack_dual(Y);
+  EXPECT_TRUE(y.tangent.defined());
+  Values out;
+  append(out, y.primal);
+  if (y.tangent.defined()) append(out, y.tangent);
+  return out;
+}
+
 // matmul large enough for Eigen's OpenMP-parallel GEMM, forward and backward.
 Values large_matmul_run() {
   Rng rng(77);
@@ -363,6 +384,7 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
   };
   const std::vector<Case> cases = {
       {"fused_attention_B2_H4_T70", [] { return fused_attention_run(2, 4, 70); }},
+      {"fused_attention_jvp_B2_H4_T70", [] { return fused_attention_jvp_run(2, 4, 70); }},
       {"large_matmul", large_matmul_run},
   };
   for (const Case& c : cases) {
