@@ -5,7 +5,8 @@
 //              (f(x + eps t) - f(x - eps t)) / (2 eps), entry by entry (atol + rtol, as gradcheck),
 //              with every checked input's tangent and then with each one's alone (a rule's
 //              terms for inputs without a tangent), each both recorded (the inputs require
-//              grad: the rules in ops run) and with grad mode off (the tangent kernels run);
+//              grad: the rules in ops run) and with grad mode off (the tangent kernels run),
+//              each run's values against the plain forward's (to 64 ulps of the dtype);
 //   <u, J t>   against <J^T u, t>, J^T u by the reverse pass at the same point (the formulas),
 //              to 1e-10 relative in float64 (relative to the terms' size, and at least 1): the two
 //              modes are one derivative;

@@ -79,8 +79,8 @@ GradcheckResult gradcheck(const ScalarFunction& f, const std::vector<Tensor>& in
 /// Forward mode checked as torch.autograd.gradcheck's check_forward_ad: for random tangents t of
 /// the checked inputs (and weights u of the outputs), J t by one forward pass in a DualLevel
 /// against central differences (atol + rtol; with every input's tangent, then each one's alone,
-/// each recorded and with grad mode off, where ops with a tangent kernel run it),
-/// and <u, J t> against <J^T u, t> from the reverse
+/// each recorded and with grad mode off, where ops with a tangent kernel run it; each run's
+/// values against the plain forward's), and <u, J t> against <J^T u, t> from the reverse
 /// pass (1e-10 relative in float64); with second_order, also forward over reverse (the tangent
 /// of J^T u) against reverse over reverse (1e-9 relative). Throws what f throws, and GraphError
 /// when f meets an op without a tangent rule.
