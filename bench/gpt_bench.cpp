@@ -230,5 +230,11 @@ BENCHMARK_TEMPLATE(BM_Llama_TrainStep, float)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_Llama_TrainStep, double)->Apply(llama_recipe);
 BENCHMARK_TEMPLATE(BM_GPT_Sample, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_Sample, double)->Apply(recipe);
+// GPT-2 small's width (C 768, 12 heads) over 2 layers: each token's Linear products are one row
+// against a weight large enough for BLIS (1 x 768 x 2304 for the projection to Q, K, V).
+BENCHMARK_TEMPLATE(BM_GPT_Sample, float)
+    ->Args({65, 2, 12, 768, 64, 1})
+    ->ArgNames({"V", "L", "H", "C", "T", "B"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_Gemm_Peak, float)->Apply(gemm_size);
 BENCHMARK_TEMPLATE(BM_Gemm_Peak, double)->Apply(gemm_size);
