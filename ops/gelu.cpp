@@ -116,6 +116,7 @@ void gelu_tanh_forward(const T* px, T* py, int64_t n, const T* ptx, T* pty) {
   }
 }
 
+// The same for the erf form.
 template <class T>
 void gelu_erf_forward(const T* x, T* y, int64_t n, const T* tx, T* ty) {
   for (int64_t i = 0; i < n; ++i) {
@@ -148,18 +149,9 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
       .formula([X, tanh_mode](const Tensor& dY) -> Grads {
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
       })
-      .jvp([&](const Tangents& t) {
-        if (tY.defined()) return tY;  // computed with Y
-        if (detail::tangent_records({X, t[0]}))
-          return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
-        Tensor tY(X.shape(), X.dtype());  // nothing will differentiate it: the kernel
-        dispatch(X.dtype(), [&]<class T>() {
-          if (tanh_mode)
-            gelu_tanh_kernel<T>(X.data<T>(), t[0].data<T>(), tY.data<T>(), X.numel());
-          else
-            gelu_erf_kernel<T>(X.data<T>(), t[0].data<T>(), tY.data<T>(), X.numel());
-        });
-        return tY;
+      .jvp([&](const Tangents& t) {  // by the forward's kernel when nothing differentiates it
+        if (tY.defined()) return tY;
+        return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
       })
       .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
         Tensor dX(X.shape(), X.dtype());
