@@ -32,8 +32,8 @@
 // kernel beside a formula, a rule may compute the same tangent directly (a tangent kernel) when
 // nothing will differentiate it: grad mode off, or no input and no tangent requires grad
 // (`detail::tangent_records` in ops/tangent.h). gelu, layer_norm and the fused attention go one
-// step further: they compute the tangent together with their output, in the same pass
-// (`detail::fused_tangent`), and their rule hands it back.
+// step further: they compute the tangent together with their output, in the same pass (gelu and
+// layer_norm through `detail::fused_tangent`), and their rule hands it back.
 //
 // What a derivative may do: compute gradients from dY, the saved tensors and the output, with
 // tg ops (formula) or directly (kernel), and throw tg errors. What it may not do: run a backward

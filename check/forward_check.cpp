@@ -134,6 +134,14 @@ std::string compare_with_differences(const Function& f, const std::vector<Tensor
   return "";
 }
 
+// The values of a dual run's outputs (the primals), undefined for a non-float one.
+std::vector<Tensor> primals(const std::vector<Tensor>& outs) {
+  std::vector<Tensor> v;
+  for (const Tensor& y : outs)
+    v.push_back(is_floating(y.dtype()) ? fwad::unpack_dual(y).primal.detach() : Tensor());
+  return v;
+}
+
 // J t by forward mode, the tangents t on the inputs that have one: `recorded` (grad mode on, the
 // checked inputs requiring grad, so every rule runs in ops and records), or with grad mode off
 // (a rule that has a tangent kernel runs it, some with the output in one pass); with the
@@ -149,12 +157,12 @@ JtBy forward_jt(const Function& f, const std::vector<Tensor>& values,
     if (recorded && checked[i] && x.defined()) x = x.detach().clone().set_requires_grad();
     xs.push_back(t[i].defined() ? fwad::make_dual(x, t[i]) : x);
   }
-  JtBy run{{}, std::move(what), {}};
-  for (const Tensor& y : f(xs)) {
+  const std::vector<Tensor> ys = f(xs);
+  JtBy run{{}, std::move(what), primals(ys)};
+  for (const Tensor& y : ys) {
     Tensor tan = is_floating(y.dtype()) ? fwad::unpack_dual(y).tangent : Tensor();
     if (!tan.defined() && is_floating(y.dtype())) tan = zeros(y.shape(), y.dtype());
     run.jt.push_back(tan.defined() ? tan.detach() : tan);
-    run.values.push_back(is_floating(y.dtype()) ? fwad::unpack_dual(y).primal.detach() : Tensor());
   }
   return run;
 }
@@ -223,7 +231,7 @@ GradcheckResult check_forward_ad(const Function& f, const std::vector<Tensor>& i
   m.precision(10);
   std::string bad = compare_with_differences(
       f, values, t,
-      {{jt, "every input's tangent", {}},
+      {{jt, "every input's tangent", primals(outs)},
        forward_jt(f, values, t, checked, false, "every input's tangent, grad mode off")},
       o, r);
   const int n_checked = static_cast<int>(std::count(checked.begin(), checked.end(), true));

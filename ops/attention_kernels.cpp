@@ -237,84 +237,102 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
   }
 }
 
+// tA = P * (tS - rowsum(tS * P)) for block b: tA (row stride lda) may be tS itself (stride n),
+// written in place; with `copy_p`, P also goes to the right of each tA row ([tA | P]). A
+// vectorised sum: a row with one visible key still gets exactly 0 (P = 1: tS - tS).
+template <class T>
+void tangent_weights(const AttentionDims& s, const Block& b, const T* P, const T* tS, T* tA,
+                     int64_t lda, bool copy_p) {
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  const int64_t n = b.keys;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int64_t c0, c1;
+    visible(s, b.i0 + r, b.lo, c0, c1);
+    const T* p = P + r * n;
+    T* ta = tA + r * lda;
+    const CRow p_run(p + c0, c1 - c0), ts_run(tS + r * n + c0, c1 - c0);
+    const T dot = (p_run * ts_run).sum();
+    std::fill(ta, ta + c0, T(0));
+    Row(ta + c0, c1 - c0) = p_run * (ts_run - dot);
+    std::fill(ta + c1, ta + n, T(0));
+    if (copy_p) copy_row(p, n, ta + n);
+  }
+}
+
+// A dual pass's per-thread scratch for one entry: a block's weights P and score tangents tS,
+// [K^T; tK^T] (2d, T_k), and for paired products the rows [tQ_i | Q_i] (T, 2d), a block's
+// [tA | P] (rows, 2 keys) and [V; tV] (2 keys, dv).
+template <class T>
+struct DualScratch {
+  T *P, *tS, *kt, *tkt, *q_pair, *tA_P, *v_pair;
+  DualScratch(const AttentionDims& s, bool pair_q, bool pair_v) {
+    thread_local Scratch<T> buf, k_buf, pair_buf;
+    const int64_t cap = block_cap(s);
+    P = scratch(buf, 2 * cap);
+    tS = P + cap;
+    kt = scratch(k_buf, 2 * s.d * s.T_k);
+    tkt = kt + s.d * s.T_k;  // so [K^T; tK^T] is one (2d, T_k) view from kt
+    const int64_t q2 = pair_q ? 2 * s.d * s.T : 0;
+    const int64_t ap = pair_v ? 2 * cap : 0, vv = pair_v ? 2 * s.T_k * s.dv : 0;
+    q_pair = scratch(pair_buf, q2 + ap + vv);
+    tA_P = q_pair + q2;
+    v_pair = tA_P + ap;
+  }
+};
+
 // O and tO of one entry in one pass (the math at the top of attention_kernels.h; t's pointers
-// may be null): each block's weights are made once and used by both while in cache. With
-// every tangent (a jvp along the input), each pair of tangent products is one product over
-// twice the inner size: tS = [tQ_i | Q_i] [K^T; tK^T] and tO_i = [tA | P] [V; tV] (a small
-// product's fixed cost, BLIS's call and OpenMP region, is worth more than the copies).
+// may be null): each block's weights are made once and used by both while in cache. Where both
+// terms of a tangent product are there, they are one product over twice the inner size:
+// tS = [tQ_i | Q_i] [K^T; tK^T] and tO_i = [tA | P] [V; tV] (a small product's fixed cost,
+// BLIS's call and OpenMP region, is worth more than the copies). No log-sum-exps are kept: no
+// backward follows a dual pass.
 template <class T>
 void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionInputs<T> t, T* o,
-                T* lse, T* tout) {
-  thread_local Scratch<T> buf, t_buf, pair_buf;
-  const int64_t cap = block_cap(s);
+                T* tout) {
   const bool scores_move = t.q || t.k;
   const bool pair_q = t.q && t.k, pair_v = scores_move && t.v;
-  T* const P = scratch(buf, 2 * cap);
-  T* const tS = P + cap;  // then tA, in place
-  T* const kt = scratch(t_buf, 2 * s.d * s.T_k);
-  T* const tkt = kt + s.d * s.T_k;  // so [K^T; tK^T] is (2d, T_k) from kt
-  const int64_t q2 = pair_q ? 2 * s.d * s.T : 0;
-  const int64_t ap = pair_v ? 2 * cap : 0, vv = pair_v ? 2 * s.T_k * s.dv : 0;
-  T* const qq = scratch(pair_buf, q2 + ap + vv);  // rows [tQ_i | Q_i]
-  T* const tap = qq + q2;                         // a block's [tA | P], (rows, 2 keys)
-  T* const vv_buf = tap + ap;                     // a block's [V; tV], (2 keys, dv)
-  transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
-  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, tkt);
+  const DualScratch<T> w(s, pair_q, pair_v);
+  transpose_rows(in.k, s.T_k, s.d, s.ldq, w.kt);
+  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, w.tkt);
   if (pair_q)
     for (int64_t i = 0; i < s.T; ++i) {
-      copy_row(t.q + i * s.ldq, s.d, qq + i * 2 * s.d);
-      copy_row(in.q + i * s.ldq, s.d, qq + i * 2 * s.d + s.d);
+      copy_row(t.q + i * s.ldq, s.d, w.q_pair + i * 2 * s.d);
+      copy_row(in.q + i * s.ldq, s.d, w.q_pair + i * 2 * s.d + s.d);
     }
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
     // the forward's block: P = softmax(S), O_i = P V
-    score_block(in.q, kt, s, b, sc, P,
-                [&](int64_t r, T* p, int64_t len) { lse[i0 + r] = softmax_row(p, len); });
+    score_block(in.q, w.kt, s, b, sc, w.P, [](int64_t, T* p, int64_t len) { softmax_row(p, len); });
     const auto V_keys = view(in.v + b.lo * s.ldv, n, s.dv, s.ldv);
-    gemm<T>(view(P, b.rows, n), V_keys, view(o + i0 * s.ldo, b.rows, s.dv, s.ldo));
+    gemm<T>(view(w.P, b.rows, n), V_keys, view(o + i0 * s.ldo, b.rows, s.dv, s.ldo));
     const auto tO_i = view(tout + i0 * s.ldo, b.rows, s.dv, s.ldo);
-    if (scores_move) {
-      const auto S_i = view(tS, b.rows, n);
-      if (pair_q)  // tS = [tQ_i | Q_i] [K^T; tK^T] scale
-        gemm<T>(view(qq + i0 * 2 * s.d, b.rows, 2 * s.d), view(kt + b.lo, 2 * s.d, n, s.T_k),
-                S_i, sc);
-      else if (t.q)  // tS = tQ_i K^T scale
-        gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(kt + b.lo, s.d, n, s.T_k), S_i,
-                sc);
-      else  // tS = Q_i tK^T scale
-        gemm<T>(view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(tkt + b.lo, s.d, n, s.T_k),
-                S_i, sc);
-      // tA = P * (tS - rowsum(tS * P)): over tS, or into [tA | P]'s left half
-      T* const tA = pair_v ? tap : tS;
-      const int64_t lda = pair_v ? 2 * n : n;
-      for (int64_t r = 0; r < b.rows; ++r) {
-        int64_t c0, c1;
-        visible(s, b.i0 + r, b.lo, c0, c1);
-        const T* p = P + r * n;
-        const T* ts = tS + r * n;
-        T* ta = tA + r * lda;
-        // A vectorised sum: a row with one visible key still gets exactly 0 (P = 1: tS - tS).
-        using Row = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-        const Row p_run(p + c0, c1 - c0), ts_run(ts + c0, c1 - c0);
-        const T dot = (p_run * ts_run).sum();
-        std::fill(ta, ta + c0, T(0));
-        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(ta + c0, c1 - c0) = p_run * (ts_run - dot);
-        std::fill(ta + c1, ta + n, T(0));
-        if (pair_v) copy_row(p, n, ta + n);
-      }
-      if (!pair_v) {
-        gemm<T>(S_i, V_keys, tO_i);  // tO_i = tA V
-      } else {  // tO_i = [tA | P] [V; tV]
-        for (int64_t j = 0; j < n; ++j) {
-          copy_row(in.v + (b.lo + j) * s.ldv, s.dv, vv_buf + j * s.dv);
-          copy_row(t.v + (b.lo + j) * s.ldv, s.dv, vv_buf + (n + j) * s.dv);
-        }
-        gemm<T>(view(tap, b.rows, 2 * n), view(vv_buf, 2 * n, s.dv), tO_i);
-      }
-    } else {  // tO_i = P tV
-      gemm<T>(view(P, b.rows, n), view(t.v + b.lo * s.ldv, n, s.dv, s.ldv), tO_i);
+    if (!scores_move) {  // tO_i = P tV
+      gemm<T>(view(w.P, b.rows, n), view(t.v + b.lo * s.ldv, n, s.dv, s.ldv), tO_i);
+      continue;
     }
+    const auto tS_i = view(w.tS, b.rows, n);
+    if (pair_q)  // tS = [tQ_i | Q_i] [K^T; tK^T] scale
+      gemm<T>(view(w.q_pair + i0 * 2 * s.d, b.rows, 2 * s.d),
+              view(w.kt + b.lo, 2 * s.d, n, s.T_k), tS_i, sc);
+    else if (t.q)  // tS = tQ_i K^T scale
+      gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.kt + b.lo, s.d, n, s.T_k),
+              tS_i, sc);
+    else  // tS = Q_i tK^T scale
+      gemm<T>(view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.tkt + b.lo, s.d, n, s.T_k),
+              tS_i, sc);
+    if (!pair_v) {  // tO_i = tA V, tA written over tS
+      tangent_weights(s, b, w.P, w.tS, w.tS, n, false);
+      gemm<T>(view(w.tS, b.rows, n), V_keys, tO_i);
+      continue;
+    }
+    tangent_weights(s, b, w.P, w.tS, w.tA_P, 2 * n, true);  // tO_i = [tA | P] [V; tV]
+    for (int64_t j = 0; j < n; ++j) {
+      copy_row(in.v + (b.lo + j) * s.ldv, s.dv, w.v_pair + j * s.dv);
+      copy_row(t.v + (b.lo + j) * s.ldv, s.dv, w.v_pair + (n + j) * s.dv);
+    }
+    gemm<T>(view(w.tA_P, b.rows, 2 * n), view(w.v_pair, 2 * n, s.dv), tO_i);
   }
 }
 
@@ -364,10 +382,10 @@ void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, 
 
 template <class T>
 void attention_forward_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
-                               AttentionInputs<T> tangents, T* o, T* lse, T* tout) {
+                               AttentionInputs<T> tangents, T* o, T* tout) {
   for_each_entry(s.N, 2 * work_of(s), [&](int64_t n) {
     dual_entry<T>(s, scale, entry(s, in, n), entry(s, tangents, n), o + s.o_off(n),
-                  lse + n * s.T, tout + s.o_off(n));
+                  tout + s.o_off(n));
   });
 }
 
@@ -384,10 +402,10 @@ template void attention_backward<double>(const AttentionDims&, double, Attention
 
 template void attention_forward_tangent<float>(const AttentionDims&, float,
                                                AttentionInputs<float>, AttentionInputs<float>,
-                                               float*, float*, float*);
+                                               float*, float*);
 template void attention_forward_tangent<double>(const AttentionDims&, double,
                                                 AttentionInputs<double>, AttentionInputs<double>,
-                                                double*, double*, double*);
+                                                double*, double*);
 
 void set_attention_weights_limit(std::size_t bytes) { weights_limit.store(bytes); }
 std::size_t attention_weights_limit() { return weights_limit.load(); }

@@ -53,9 +53,8 @@ struct KeptLayout {
   int64_t total(int64_t N) const { return lse_n + (weights ? N * per_entry : 0); }
 };
 
-/// The kept-weights policy: the weights are kept when a backward is
-/// coming and all of them (of elem_size bytes each) fit in attention_weights_limit() bytes.
-/// Never throws.
+/// The kept-weights policy: the weights are kept when a backward is coming and all of them (of
+/// elem_size bytes each) fit in attention_weights_limit() bytes. Never throws.
 KeptLayout kept_layout(const AttentionDims& s, std::size_t elem_size, bool backward_coming);
 
 /// The three inputs; they may point into one buffer (the packed projection).
@@ -88,12 +87,12 @@ void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, 
                         const T* dout, const T* kept, const KeptLayout& layout,
                         AttentionGrads<T> grads);
 
-/// O and tO of every entry in one pass (forward mode, nothing differentiating the rule), and
-/// the N T row log-sum-exps in `lse`. The tangents are laid out like the inputs (a null
-/// pointer: a zero tangent; not all three null), tO like O. O and lse equal
-/// attention_forward's; the results do not depend on the thread count. Never throws.
+/// O and tO of every entry in one pass (forward mode, nothing differentiating the rule; no
+/// backward follows, so nothing is kept). The tangents are laid out like the inputs (a null
+/// pointer: a zero tangent; not all three null), tO like O. O is computed block by block as
+/// attention_forward computes it; the results do not depend on the thread count. Never throws.
 template <class T>
 void attention_forward_tangent(const AttentionDims& s, T scale, AttentionInputs<T> in,
-                               AttentionInputs<T> tangents, T* o, T* lse, T* tout);
+                               AttentionInputs<T> tangents, T* o, T* tout);
 
 }  // namespace tg::detail

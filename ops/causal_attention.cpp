@@ -253,27 +253,27 @@ DualTangents dual_tangents(const Tensor& Q, const Tensor& K, const Tensor& V) {
   return t;
 }
 
-// O and tO (of O's shape) in one pass: the fused forward and tangent kernels as one; the
-// log-sum-exps kept, no weights (no backward is coming).
-Kept forward_tangent_all(const Tensor& Q, const Tensor& K, const Tensor& V, const DualTangents& t,
+// O and tO (of O's shape) in one pass: the fused forward and tangent kernels as one. Nothing
+// is kept: no node is recorded, so no backward follows.
+void forward_tangent_all(const Tensor& Q, const Tensor& K, const Tensor& V, const DualTangents& t,
                          Tensor& O, Tensor& tO, const AttentionDims& s, double sc) {
-  Kept kept{Tensor(), detail::kept_layout(s, dtype_size(Q.dtype()), false)};
-  kept.buf = Tensor(Shape{kept.layout.total(s.N)}, Q.dtype());
   tO = Tensor(O.shape(), O.dtype());
   dispatch(Q.dtype(), [&]<class T>() {
     auto at = [](const Tensor& x) { return x.defined() ? x.data<T>() : nullptr; };
-    detail::attention_forward_tangent<T>(
-        s, static_cast<T>(sc), {Q.data<T>(), K.data<T>(), V.data<T>()}, {at(t.q), at(t.k), at(t.v)},
-        O.data<T>(), kept.buf.data<T>(), tO.data<T>());
+    detail::attention_forward_tangent<T>(s, static_cast<T>(sc),
+                                         {Q.data<T>(), K.data<T>(), V.data<T>()},
+                                         {at(t.q), at(t.k), at(t.v)}, O.data<T>(), tO.data<T>());
   });
-  return kept;
 }
 
 // The forward of every entry, and with dual tangents the tangent too (into tO).
 Kept forward_or_dual(const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& O, Tensor& tO,
                      const AttentionDims& s, double sc) {
   const DualTangents t = dual_tangents(Q, K, V);
-  if (t.on) return forward_tangent_all(Q, K, V, t, O, tO, s, sc);
+  if (t.on) {
+    forward_tangent_all(Q, K, V, t, O, tO, s, sc);
+    return Kept{};  // empty: a dual pass records no node
+  }
   return forward_all(Q, K, V, O, s, sc,
                      is_grad_enabled() && detail::any_requires_grad({Q, K, V}));
 }

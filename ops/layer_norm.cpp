@@ -69,6 +69,12 @@ Tensor layer_norm_jvp(const Tensor& X, const Tensor& W, double eps, const Tangen
   return detail::tangent_sum(detail::tangent_sum(from_x, from_w, X.shape()), t[2], X.shape());
 }
 
+// One row's tXhat W = r (tX - mean(tX) - Xhat mean(tX Xhat)) W, as an expression (nothing
+// allocated); the arrays must outlive its use.
+auto row_tangent(const ArrD& w, double rstd, const ArrD& xhat, const ArrD& tx) {
+  return w * rstd * (tx - tx.mean() - xhat * (tx * xhat).mean());
+}
+
 // The same tangent, row by row, from the forward's statistics (for a rule nothing will
 // differentiate: detail::tangent_records).
 template <class T>
@@ -89,7 +95,7 @@ Tensor layer_norm_jvp_kernel(const Tensor& X, const Tensor& W, const Tensor& sta
     ty = xhat * tw + tb;
     if (t[0].defined()) {
       tx = detail::CMapArr<T>(t[0].data<T>() + r * C, C).template cast<double>();
-      ty += w * rstd * (tx - tx.mean() - xhat * (tx * xhat).mean());
+      ty += row_tangent(w, rstd, xhat, tx);
     }
     detail::MapArr<T>(tY.data<T>() + r * C, C) = ty.template cast<T>();
   }
@@ -168,10 +174,10 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
       st[2 * r + 1] = rstd;
       detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
       if (!tX.defined()) continue;
-      xhat = xc * rstd;  // as layer_norm_jvp_kernel
+      xhat = xc * rstd;
       tx = detail::CMapArr<T>(tX.data<T>() + r * C, C).template cast<double>();
       detail::MapArr<T>(tY.data<T>() + r * C, C) =
-          (w * rstd * (tx - tx.mean() - xhat * (tx * xhat).mean())).template cast<T>();
+          row_tangent(w, rstd, xhat, tx).template cast<T>();
     }
   });
   return record("layer_norm", Y, {X, W, B}, where)

@@ -152,6 +152,54 @@ TEST(Dual, GradientsFlowBackThroughTheDual) {
   EXPECT_DOUBLE_EQ(fwad::unpack_dual(y).tangent.item(), 1.0);
 }
 
+// The fused attention's dual pass (grad mode off: the forward and the tangent in one pass) for
+// every set of inputs carrying a tangent, against the rule in ops (the inputs requiring grad:
+// the rule records), in float64, with a window and a query offset (a KV cache's last rows) and
+// more rows than one block. Where two of Q, K, V carry one, the pass pairs its products only
+// partly, paths that check_forward_ad (all tangents, or one at a time) does not take.
+TEST(DualPass, AttentionAgreesWithTheRuleForEveryTangentSet) {
+  tg::Rng rng(11);
+  struct Case {
+    int64_t T, T_k, window, offset;
+  };
+  for (const Case sh : {Case{70, 70, 0, 0}, Case{5, 12, 0, 7}, Case{40, 40, 9, 0}}) {
+    const int64_t B = 2, H = 2, d = 4;
+    const Tensor Q = tg::randn({B, sh.T, H * d}, rng, tg::Dtype::f64);
+    const Tensor K = tg::randn({B, sh.T_k, H * d}, rng, tg::Dtype::f64);
+    const Tensor V = tg::randn({B, sh.T_k, H * d}, rng, tg::Dtype::f64);
+    const std::vector<Tensor> values = {Q, K, V};
+    std::vector<Tensor> tangents;
+    for (const Tensor& x : values) tangents.push_back(tg::randn(x.shape(), rng, tg::Dtype::f64));
+    // tO with the tangents of the inputs in `set`, recorded (the rule in ops) or not (the pass)
+    auto tangent_out = [&](int set, bool recorded) {
+      const tg::GradModeGuard mode(recorded);
+      fwad::DualLevel level;
+      std::vector<Tensor> in;
+      for (int i = 0; i < 3; ++i) {
+        Tensor x = recorded ? values[i].detach().clone().set_requires_grad() : values[i];
+        in.push_back(set & (1 << i) ? fwad::make_dual(x, tangents[i]) : x);
+      }
+      const Tensor O =
+          tg::causal_attention_heads(in[0], in[1], in[2], H, 0.5, sh.window, sh.offset);
+      return fwad::unpack_dual(O).tangent.detach();
+    };
+    auto max_diff = [](const Tensor& a, const Tensor& b) {
+      const std::vector<double> x = a.to_vector(), y = b.to_vector();
+      double m = 0;
+      for (std::size_t k = 0; k < x.size(); ++k) m = std::max(m, std::fabs(x[k] - y[k]));
+      return m;
+    };
+    for (int set = 1; set < 8; ++set) {
+      SCOPED_TRACE("T " + std::to_string(sh.T) + ", tangents on " + std::to_string(set));
+      const Tensor pass = tangent_out(set, false), rule = tangent_out(set, true);
+      EXPECT_LT(max_diff(pass, rule), 1e-12);
+      // negative control: without one of its tangents (the lowest set bit) tO differs
+      const int fewer = set & (set - 1);
+      if (fewer != 0) EXPECT_GT(max_diff(pass, tangent_out(fewer, true)), 1e-3);
+    }
+  }
+}
+
 // Forward over reverse: inside a level, a backward computes with the formulas, whose ops carry
 // tangents; the gradient's tangent is the Hessian times t.
 TEST(Dual, ForwardOverReverseGivesTheHessianTimesT) {

@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include <tapegrad/check/gradcheck.h>
 #include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/storage.h>
+#include <tapegrad/check/gradcheck.h>
 #include <tapegrad/nn/attention.h>
 #include <tapegrad/ops/ops.h>
 
@@ -345,7 +345,7 @@ Values fused_attention_run(int64_t B, int64_t H, int64_t T) {
 }
 
 // The same layer in forward mode, grad mode off: the fused kernels make O and its tangent in one
-// pass (a tangent on X and on every parameter).
+// pass (a tangent on X only, so Q, K and V all carry one: the paired products).
 Values fused_attention_jvp_run(int64_t B, int64_t H, int64_t T) {
   Rng rng(2025);
   AttentionOptions o;
@@ -361,6 +361,17 @@ Values fused_attention_jvp_run(int64_t B, int64_t H, int64_t T) {
   Values out;
   append(out, y.primal);
   if (y.tangent.defined()) append(out, y.tangent);
+  return out;
+}
+
+// A few rows against a large transposed weight (one token through a Linear): BLIS's small-product
+// path, which splits the columns between the threads.
+Values few_rows_matmul_run() {
+  Rng rng(78);
+  const Tensor x = randn({4, 768}, rng);
+  const Tensor w = randn({2304, 768}, rng);
+  Values out;
+  append(out, matmul(x, w, false, true));  // (4, 2304)
   return out;
 }
 
@@ -386,6 +397,7 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
       {"fused_attention_B2_H4_T70", [] { return fused_attention_run(2, 4, 70); }},
       {"fused_attention_jvp_B2_H4_T70", [] { return fused_attention_jvp_run(2, 4, 70); }},
       {"large_matmul", large_matmul_run},
+      {"few_rows_matmul", few_rows_matmul_run},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
