@@ -78,8 +78,8 @@ std::string compare_values(const std::vector<std::vector<double>>& plain, const 
     const std::vector<double> a = run.values[j].to_vector();
     const double ulp = run.values[j].dtype() == Dtype::f32 ? 0x1p-23 : 0x1p-52;
     for (std::size_t k = 0; k < a.size(); ++k) {
-      if (a[k] == plain[j][k] || std::fabs(a[k] - plain[j][k]) <= 64 * ulp * std::max(1.0, std::fabs(plain[j][k])))
-        continue;
+      const double tol = 64 * ulp * std::max(1.0, std::fabs(plain[j][k]));
+      if (a[k] == plain[j][k] || std::fabs(a[k] - plain[j][k]) <= tol) continue;
       if (std::isnan(a[k]) && std::isnan(plain[j][k])) continue;
       std::ostringstream w;
       w.precision(17);
