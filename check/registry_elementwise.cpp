@@ -198,6 +198,7 @@ void lstm_scan_cases(Table& t) {
   add("B1", 4, 1, 2);  // one sequence
   add("H1", 3, 2, 1);  // one unit: w_hh (4, 1)
   add("T5_B3_H2", 5, 3, 2);
+  add("T2_B17_H3", 2, 17, 3);  // a batch whose step products run by columns (ops/recurrence.h)
   t.add("lstm_scan", "no_bias", {{3, 2, 12}, {12, 3}, {2, 3}, {2, 3}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{lstm_scan(x[0], x[1], Tensor(), x[2], x[3])};
@@ -222,6 +223,7 @@ void gru_scan_cases(Table& t) {
   add("B1", 4, 1, 2);  // one sequence
   add("H1", 3, 2, 1);  // one unit: w_hh (3, 1)
   add("T5_B3_H2", 5, 3, 2);
+  add("T2_B17_H3", 2, 17, 3);  // a batch whose step products run by columns (ops/recurrence.h)
   t.add("gru_scan", "no_bias", {{3, 2, 9}, {9, 3}, {2, 3}},
         [](const std::vector<Tensor>& x) {
           return std::vector<Tensor>{gru_scan(x[0], x[1], Tensor(), x[2])};

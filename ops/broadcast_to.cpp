@@ -31,7 +31,12 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
     for (int i = 1; i <= X.rank(); ++i)
       suffix = suffix && X.shape()[X.rank() - i] == shape[shape.rank() - i];
     if (suffix && m > 0) {
-      for (int64_t o = 0; o < n; o += m) std::memcpy(py + o, px, m * sizeof(T));
+      // X once, then what is written so far copied after itself: n / m copies in about
+      // log2(n / m) memcpy calls. (One call per copy of a scalar, sum's gradient spread over
+      // the LSTM benchmark's (64, 32, 256) output, took 1.6% of that benchmark's time.)
+      std::memcpy(py, px, m * sizeof(T));
+      for (int64_t done = m; done < n; done += std::min(done, n - done))
+        std::memcpy(py + done, py, std::min(done, n - done) * sizeof(T));
       return;
     }
     // A strided walk over Y: each row of X copied, or one entry of X repeated along a row.

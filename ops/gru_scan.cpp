@@ -75,10 +75,10 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
   std::vector<T> gh(static_cast<std::size_t>(B * G));  // h_{t-1} W^T + b of one step
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
+  Tensor scratch = detail::step_scratch(B, H, G, W.dtype());
   for (int64_t t = 0; t < d.T; ++t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
-    detail::gemm<T>(detail::view(h_prev, B, H), detail::view(w, G, H).t(),
-                    detail::view(gh.data(), B, G));
+    detail::step_product<T>(h_prev, detail::view(w, G, H).t(), gh.data(), B, false, scratch);
     for (int64_t r = 0; r < B; ++r) {
       T* ghr = gh.data() + r * G;
       if (b.defined()) MapArr<T>(ghr, G) += CMapArr<T>(b.data<T>(), G);
@@ -106,6 +106,7 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
   Tensor dh = zeros(Shape{B, H}, W.dtype());
   const T *hs = Y.data<T>(), *w = W.data<T>(), *dy = dY.data<T>();
   Arr dh_t(H), dn(H), db = Arr::Zero(G);
+  Tensor scratch = detail::step_scratch(B, G, H, W.dtype());
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     T* dgh_t = dGh.data<T>() + t * B * G;
@@ -126,8 +127,7 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
       dh_r = dh_t * zg;  // the path through z h_{t-1}; dGh_t W is added below
       if (b.defined()) db += CMapArr<T>(gh_row, G);
     }
-    detail::gemm<T>(detail::view<const T>(dgh_t, B, G), detail::view(w, G, H),
-                    detail::view(dh.data<T>(), B, H), T(1), T(1));
+    detail::step_product<T>(dgh_t, detail::view(w, G, H), dh.data<T>(), B, true, scratch);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGh.data<T>(), h0.data<T>(), hs, d.T, B, G, H);

@@ -70,20 +70,22 @@ Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tens
   return d;
 }
 
-// Y (2, T, B, H) and the gate activations A (T, B, 4H): [i, f, g, o] of every step.
+// Y (2, T, B, H), the gate activations A (T, B, 4H): [i, f, g, o] of every step, and tanh(c_t)
+// of every step, C (T, B, H), for the backward.
 template <class T>
 void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
-                    const Tensor& h0, const Tensor& c0, Tensor& Y, Tensor& A) {
+                    const Tensor& h0, const Tensor& c0, Tensor& Y, Tensor& A, Tensor& C) {
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
   T* cs = hs + d.T * step;
+  Tensor scratch = detail::step_scratch(B, H, G, W.dtype());
   for (int64_t t = 0; t < d.T; ++t) {
     T* a = A.data<T>() + t * B * G;
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
-    detail::gemm<T>(detail::view(h_prev, B, H), detail::view(w, G, H).t(), detail::view(a, B, G));
+    detail::step_product<T>(h_prev, detail::view(w, G, H).t(), a, B, false, scratch);
     for (int64_t r = 0; r < B; ++r) {
       T* row = a + r * G;
       MapArr<T>(row, G) += CMapArr<T>(gi.data<T>() + (t * B + r) * G, G);
@@ -96,15 +98,18 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
       o = (T(1) + (-o).exp()).inverse();
       auto c = MapArr<T>(cs + t * step + r * H, H);
       c = f * CMapArr<T>(c_prev + r * H, H) + i * g;
-      MapArr<T>(hs + t * step + r * H, H) = o * c.tanh();
+      auto tc = MapArr<T>(C.data<T>() + t * step + r * H, H);
+      tc = c.tanh();
+      MapArr<T>(hs + t * step + r * H, H) = o * tc;
     }
   }
 }
 
-// dGi, dW, db, dh0, dc0 from dY, the output Y and the activations A.
+// dGi, dW, db, dh0, dc0 from dY, the output Y, the activations A and tanh(c), C.
 template <class T>
 Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
-                      const Tensor& c0, const Tensor& Y, const Tensor& A, const Tensor& dY) {
+                      const Tensor& c0, const Tensor& Y, const Tensor& A, const Tensor& C,
+                      const Tensor& dY) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
@@ -112,7 +117,8 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
   Tensor dh = zeros(Shape{B, H}, W.dtype()), dc = zeros(Shape{B, H}, W.dtype());
   const T *hs = Y.data<T>(), *cs = hs + d.T * step, *w = W.data<T>();
   const T *dyh = dY.data<T>(), *dyc = dyh + d.T * step;
-  Arr dh_t(H), dc_t(H), tc(H), db = Arr::Zero(G);
+  Arr dh_t(H), dc_t(H), db = Arr::Zero(G);
+  Tensor scratch = detail::step_scratch(B, G, H, W.dtype());
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
     T* dg_t = dGi.data<T>() + t * B * G;
@@ -121,8 +127,8 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
       const auto i = CMapArr<T>(a, H), f = CMapArr<T>(a + H, H), g = CMapArr<T>(a + 2 * H, H),
                  o = CMapArr<T>(a + 3 * H, H);
       const int64_t at = t * step + r * H;
+      const auto tc = CMapArr<T>(C.data<T>() + at, H);
       auto dh_r = MapArr<T>(dh.data<T>() + r * H, H), dc_r = MapArr<T>(dc.data<T>() + r * H, H);
-      tc = CMapArr<T>(cs + at, H).tanh();
       dh_t = dh_r + CMapArr<T>(dyh + at, H);
       dc_t = dc_r + CMapArr<T>(dyc + at, H) + dh_t * o * (T(1) - tc * tc);
       T* row = dg_t + r * G;
@@ -133,8 +139,7 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
       dc_r = dc_t * f;
       if (b.defined()) db += CMapArr<T>(row, G);
     }
-    detail::gemm<T>(detail::view<const T>(dg_t, B, G), detail::view(w, G, H),
-                    detail::view(dh.data<T>(), B, H));
+    detail::step_product<T>(dg_t, detail::view(w, G, H), dh.data<T>(), B, false, scratch);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGi.data<T>(), h0.data<T>(), hs, d.T, B, G, H);
@@ -244,16 +249,16 @@ Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tenso
                  const Tensor& c0, const std::source_location& where) {
   const Dims d = check_inputs(gi, W, b, h0, c0);
   Tensor Y(Shape{2, d.T, d.B, d.H}, gi.dtype());
-  Tensor A(gi.shape(), gi.dtype());
-  dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A); });
+  Tensor A(gi.shape(), gi.dtype()), C(Shape{d.T, d.B, d.H}, gi.dtype());
+  dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A, C); });
   return record("lstm_scan", Y, {gi, W, b, h0, c0}, where)
       .saves(gi, W, b, h0, c0)
       .formula([d, gi, W, b, h0, c0](const Tensor& dY) -> Grads {
         return lstm_scan_formula(d, gi, W, b, h0, c0, dY);
       })
-      .kernel([d, W, b, h0, c0, A](const Tensor& dY, const Tensor& Y) -> Grads {
+      .kernel([d, W, b, h0, c0, A, C](const Tensor& dY, const Tensor& Y) -> Grads {
         return dispatch(W.dtype(), [&]<class T>() {
-          return backward_kernel<T>(d, W, b, h0, c0, Y, A, dY);
+          return backward_kernel<T>(d, W, b, h0, c0, Y, A, C, dY);
         });
       })
       .jvp([&](const Tangents& t, const Tensor& Y) {

@@ -1,10 +1,13 @@
 // The recurrent layers without PyTorch (that is layers_torch_test.cpp): gradcheck and
 // gradgradcheck of a small LSTM and GRU in their inputs, states and every parameter; a layer
-// equals its cell stepped by hand; names, init bounds and bad inputs.
+// equals its cell stepped by hand; a scan's batch of 32 equals its quarters run alone; names,
+// init bounds and bad inputs.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,6 +96,83 @@ TEST(LSTM, EqualsItsCellSteppedByHand) {
     EXPECT_EQ(max_abs_diff(reshape(narrow(o.output, 0, t, 1), {2, 4}), s.h), 0.0) << "step " << t;
   }
   EXPECT_EQ(max_abs_diff(reshape(o.state.c, {2, 4}), s.c), 0.0);
+}
+
+// The output of f and the gradients of sum(f(x) * R) in every input x (copies of x).
+std::vector<Tensor> value_and_grads(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                    const std::vector<Tensor>& x, const Tensor& R) {
+  std::vector<Tensor> in;
+  for (const Tensor& t : x) in.push_back(t.detach().clone().set_requires_grad());
+  const Tensor y = f(in);
+  sum(mul(y, R)).backward();
+  std::vector<Tensor> out{y.detach()};
+  for (const Tensor& t : in) out.push_back(t.grad());
+  return out;
+}
+
+// The largest difference between a and b, over the largest entry of a.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  double scale = 0;
+  for (double v : a.to_vector()) scale = std::max(scale, std::abs(v));
+  return max_abs_diff(a, b) / scale;
+}
+
+// A scan's inputs, each with its batch axis (-1: shared by the batch), and its output's.
+struct ScanCase {
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+  std::vector<Tensor> x;
+  std::vector<int> batch_axis;
+  int y_axis;
+};
+
+// The largest relative difference between the scan of the whole batch of 32 (its step products
+// by columns, ops/recurrence.h) and of its four quarters of 8 run alone (the products directly):
+// outputs, the batch inputs' gradients quarter by quarter, the shared ones' summed. `shift` is
+// added to the shared inputs of the quarters' runs (the negative control).
+double batch_against_quarters(const ScanCase& c, double shift) {
+  Rng rng(7);
+  const Tensor R = randn(c.f(c.x).shape(), rng, Dtype::f64);
+  const std::vector<Tensor> whole = value_and_grads(c.f, c.x, R);
+  std::vector<Tensor> shared_sums(c.x.size());
+  double worst = 0;
+  for (int64_t q = 0; q < 4; ++q) {
+    std::vector<Tensor> xq;
+    for (std::size_t k = 0; k < c.x.size(); ++k)
+      xq.push_back(c.batch_axis[k] < 0 ? add(c.x[k], shift)
+                                       : narrow(c.x[k], c.batch_axis[k], 8 * q, 8));
+    const std::vector<Tensor> part = value_and_grads(c.f, xq, narrow(R, c.y_axis, 8 * q, 8));
+    worst = std::max(worst, rel_diff(narrow(whole[0], c.y_axis, 8 * q, 8), part[0]));
+    for (std::size_t k = 0; k < c.x.size(); ++k) {
+      const Tensor& g = whole[k + 1];
+      if (c.batch_axis[k] >= 0)
+        worst = std::max(worst, rel_diff(narrow(g, c.batch_axis[k], 8 * q, 8), part[k + 1]));
+      else
+        shared_sums[k] = q == 0 ? part[k + 1] : add(shared_sums[k], part[k + 1]);
+    }
+  }
+  for (std::size_t k = 0; k < c.x.size(); ++k)
+    if (c.batch_axis[k] < 0) worst = std::max(worst, rel_diff(whole[k + 1], shared_sums[k]));
+  return worst;
+}
+
+TEST(Scans, ABatchOf32EqualsItsQuartersRunAlone) {
+  Rng rng(6);
+  const int64_t T = 4, B = 32, H = 64;
+  const auto r = [&](Shape s) { return scale(randn(s, rng, Dtype::f64), 0.5); };
+  const ScanCase lstm{
+      [](const std::vector<Tensor>& x) { return lstm_scan(x[0], x[1], x[2], x[3], x[4]); },
+      {r({T, B, 4 * H}), r({4 * H, H}), r({4 * H}), r({B, H}), r({B, H})},
+      {1, -1, -1, 0, 0},
+      2};
+  const ScanCase gru{
+      [](const std::vector<Tensor>& x) { return gru_scan(x[0], x[1], x[2], x[3]); },
+      {r({T, B, 3 * H}), r({3 * H, H}), r({3 * H}), r({B, H})},
+      {1, -1, -1, 0},
+      1};
+  for (const auto& [name, c] : {std::pair{"lstm_scan", lstm}, std::pair{"gru_scan", gru}}) {
+    EXPECT_LT(batch_against_quarters(c, 0.0), 1e-12) << name;
+    EXPECT_GT(batch_against_quarters(c, 1e-9), 1e-10) << name << ": a shift of 1e-9 went unseen";
+  }
 }
 
 TEST(GRU, OneStepIsTheFormulaByLoops) {
