@@ -10,7 +10,8 @@
 // conv1d is conv2d on a plane of height 1. The formula (create_graph) is always this one; the
 // kernels compute a 3 x 3 kernel at stride 1 over 8 or more channels a group (pytorch/examples'
 // conv2 and most CNNs' layers) by Winograd's F(2 x 2, 3 x 3) instead (ops/winograd.h: 2.25x fewer
-// multiplications, the same values up to rounding).
+// multiplications, the same values up to rounding), and the forward of a kernel of at most 27
+// taps at stride 1 (a first layer over 1 to 3 channels, conv1) directly (ops/conv_direct.h).
 
 #include <tapegrad/ops/conv.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include <tapegrad/autograd/node.h>
+#include <tapegrad/ops/conv_direct.h>
 #include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/im2col.h>
 #include <tapegrad/ops/matmul.h>
@@ -39,9 +41,7 @@ using detail::ConvGeometry;
 using detail::view;
 
 // The sizes of one convolution, named as in the math above.
-struct ConvDims {
-  int64_t N, C, C_out, G;
-  ConvGeometry g;
+struct ConvDims : detail::ConvSizes {
   int64_t Cg() const { return C / G; }            // input channels per group
   int64_t Cout_g() const { return C_out / G; }    // output channels per group
   int64_t K() const { return Cg() * g.taps(); }   // taps per output entry
@@ -140,9 +140,18 @@ int team_for_images(const ConvDims& s) {
 template <class T>
 void forward_kernel(const ConvDims& s, const T* x, const T* w, const T* b, T* y) {
   if (detail::winograd_fits(s.g, s.Cg()))
-    return detail::winograd_forward<T>({s.N, s.C, s.C_out, s.G, s.g}, x, w, b, y);
+    return detail::winograd_forward<T>(s, x, w, b, y);
   const int64_t K = s.K(), L = s.L(), Cout_g = s.Cout_g(), plane = s.C * s.g.H * s.g.W;
   const int team = team_for_images(s);
+  if (detail::direct_fits(s.g, K)) {
+    const int64_t room = detail::direct_scratch(s);
+    Tensor scratch = room ? Tensor({team, room}, dtype_of<T>()) : Tensor();
+    for_each_image(s.N, team, [&](int64_t n, int slot) {
+      T* buf = room ? scratch.data<T>() + slot * room : nullptr;
+      detail::direct_image<T>(s, x + n * plane, w, b, y + n * s.C_out * L, buf);
+    });
+    return;
+  }
   Tensor scratch;
   if (!s.cols_are_input()) scratch = Tensor({team, s.C * s.g.taps() * L}, dtype_of<T>());
   for_each_image(s.N, team, [&](int64_t n, int slot) {
@@ -169,7 +178,7 @@ void backward_kernel(const ConvDims& s, const T* x, const T* w, const T* dy, T* 
   const int64_t K = s.K(), L = s.L(), Cout_g = s.Cout_g(), plane = s.C * s.g.H * s.g.W;
   const int64_t rows = s.C * s.g.taps();  // of one image's columns
   if (detail::winograd_fits(s.g, s.Cg())) {
-    detail::winograd_backward<T>({s.N, s.C, s.C_out, s.G, s.g}, x, w, dy, dx, dw);
+    detail::winograd_backward<T>(s, x, w, dy, dx, dw);
     dx = dw = nullptr;  // done; the bias below
   }
   if (dx) {
@@ -237,9 +246,9 @@ Tensor conv_tangent(const char* op, const Tensor& X, const Tensor& W, const Tang
 Tensor conv_checked(const char* op, const Tensor& X, const Tensor& W, const Tensor& b,
                     Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
                     const std::source_location& where) {
-  ConvDims s{X.size(0), X.size(1), W.size(0), groups,
-             ConvGeometry{X.size(2), X.size(3), W.size(2), W.size(3), stride.h, stride.w,
-                          padding.h, padding.w, dilation.h, dilation.w}};
+  ConvDims s{{X.size(0), X.size(1), W.size(0), groups,
+              ConvGeometry{X.size(2), X.size(3), W.size(2), W.size(3), stride.h, stride.w,
+                           padding.h, padding.w, dilation.h, dilation.w}}};
   const int64_t Ho = s.g.H_out(), Wo = s.g.W_out();
   Tensor Y({s.N, s.C_out, Ho, Wo}, X.dtype());  // (N, C_out, H_out, W_out)
   if (Y.numel() > 0)

@@ -24,6 +24,12 @@ struct ConvGeometry {
   int64_t positions() const { return H_out() * W_out(); }
 };
 
+/// One convolution: N images of C channels in G groups into C_out channels over geometry g.
+struct ConvSizes {
+  int64_t N, C, C_out, G;
+  ConvGeometry g;
+};
+
 /// cols[(c kH + i) kW + j, oh W_out + ow] = x[c, oh sH - pH + i dH, ow sW - pW + j dW] (0 in the
 /// padding), for one image x (C, H, W) into cols (C kH kW, H_out W_out).
 template <class T>

@@ -14,6 +14,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/clamp.cpp
   ops/compare.cpp
   ops/conv.cpp
+  ops/conv_direct.cpp
   ops/cross_entropy.cpp
   ops/div.cpp
   ops/dropout.cpp

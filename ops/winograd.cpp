@@ -82,7 +82,7 @@ struct Plan {
   int64_t images;  // per chunk (the last chunk may have fewer)
   int64_t chunks;
 
-  explicit Plan(const WinogradConv& s)
+  explicit Plan(const ConvSizes& s)
       : Cg(s.C / s.G), Cout_g(s.C_out / s.G), Ho(s.g.H_out()), Wo(s.g.W_out()),
         th((Ho + 1) / 2), tw((Wo + 1) / 2), tiles(th * tw),
         images(std::clamp<int64_t>(kTilesPerChunk / tiles, 1, s.N)),
@@ -92,7 +92,7 @@ struct Plan {
 };
 
 // The threads for the chunks: one when the work does not pay for a team.
-int team_for_chunks(const WinogradConv& s, const Plan& p) {
+int team_for_chunks(const ConvSizes& s, const Plan& p) {
   const double work = double(s.N) * s.C_out * p.Ho * p.Wo * p.Cg * 9;
   if (p.chunks == 1 || work < double(1 << 18)) return 1;
   return static_cast<int>(std::min<int64_t>(team_size(), p.chunks));
@@ -120,7 +120,7 @@ struct ChunkRoom {
 // Runs body(room) for every chunk, over threads when the work pays for a team, each thread in
 // its own rooms.
 template <class T, class F>
-void for_each_chunk_room(const WinogradConv& s, const Plan& p, F&& body) {
+void for_each_chunk_room(const ConvSizes& s, const Plan& p, F&& body) {
   const int64_t cap = p.images * p.tiles;
   const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per thread
   const int team = team_for_chunks(s, p);
@@ -137,7 +137,7 @@ void for_each_chunk_room(const WinogradConv& s, const Plan& p, F&& body) {
 
 // U (G, 16, C_out / G, C / G) = G w G^T of every kernel.
 template <class T>
-Tensor transform_kernels(const WinogradConv& s, const Plan& p, const T* w) {
+Tensor transform_kernels(const ConvSizes& s, const Plan& p, const T* w) {
   Tensor U({s.G, kXi, p.Cout_g, p.Cg}, dtype_of<T>());
   T* u = U.data<T>();
   for (int64_t gi = 0; gi < s.G; ++gi)
@@ -263,7 +263,7 @@ void pad_plane(const T* plane, int64_t H, int64_t W, int64_t ph, int64_t pw, int
 // V (16, C / G, tiles) = B^T d B for the patches d of `images` images of one group (x at the
 // first image's first channel of the group; images C channels apart).
 template <class T>
-void transform_input(const WinogradConv& s, const Plan& p, const T* x, int64_t images, T* V) {
+void transform_input(const ConvSizes& s, const Plan& p, const T* x, int64_t images, T* V) {
   const int64_t H = s.g.H, W = s.g.W, Tc = images * p.tiles, vs = spaced<T>(p.Cg * Tc);
   const int64_t th = p.th, tw = p.tw, Hp = 2 * th + 2, Wp = 2 * tw + 2;
   std::vector<T> buf(Hp * Wp + 4 * th * Wp);
@@ -283,7 +283,7 @@ void transform_input(const WinogradConv& s, const Plan& p, const T* x, int64_t i
 // y = A^T M A (+ b) for the tiles of `images` images of one group (y at the first image's first
 // output channel of the group; images C_out channels apart).
 template <class T>
-void transform_output(const WinogradConv& s, const Plan& p, const T* M, int64_t images,
+void transform_output(const ConvSizes& s, const Plan& p, const T* M, int64_t images,
                       const T* b, T* y) {
   const int64_t Tc = images * p.tiles, ms = spaced<T>(p.Cout_g * Tc), Ho = p.Ho, Wo = p.Wo;
   const int64_t tiles = p.tiles, tw = p.tw;
@@ -309,7 +309,7 @@ void transform_output(const WinogradConv& s, const Plan& p, const T* M, int64_t 
 
 // dM (16, C_out / G, tiles) = A e A^T for dY's tiles e (zero past the output's edge).
 template <class T>
-void transform_output_grad(const WinogradConv& s, const Plan& p, const T* dy, int64_t images,
+void transform_output_grad(const ConvSizes& s, const Plan& p, const T* dy, int64_t images,
                            T* dM) {
   const int64_t Tc = images * p.tiles, ms = spaced<T>(p.Cout_g * Tc), Ho = p.Ho, Wo = p.Wo;
   const int64_t tiles = p.tiles, th = p.th, tw = p.tw;
@@ -335,7 +335,7 @@ void transform_output_grad(const WinogradConv& s, const Plan& p, const T* dy, in
 // dx = the sum of B dV B^T over the patches that cover each entry, for `images` images of one
 // group (dx at the first image's first channel of the group; every entry is written).
 template <class T>
-void transform_input_grad(const WinogradConv& s, const Plan& p, const T* dV, int64_t images,
+void transform_input_grad(const ConvSizes& s, const Plan& p, const T* dV, int64_t images,
                           T* dx) {
   const int64_t H = s.g.H, W = s.g.W, Tc = images * p.tiles, vs = spaced<T>(p.Cg * Tc);
   const int64_t tiles = p.tiles, th = p.th, tw = p.tw, Hp = 2 * th + 2, Wp = 2 * tw + 2;
@@ -359,7 +359,7 @@ void transform_input_grad(const WinogradConv& s, const Plan& p, const T* dV, int
 }  // namespace
 
 template <class T>
-void winograd_forward(const WinogradConv& s, const T* x, const T* w, const T* b, T* y) {
+void winograd_forward(const ConvSizes& s, const T* x, const T* w, const T* b, T* y) {
   const Plan p(s);
   const Tensor U = transform_kernels<T>(s, p, w);
   for_each_chunk_room<T>(s, p, [&](const ChunkRoom<T>& r) {
@@ -377,7 +377,7 @@ void winograd_forward(const WinogradConv& s, const T* x, const T* w, const T* b,
 }
 
 template <class T>
-void winograd_backward(const WinogradConv& s, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, T* dx, T* dw) {
   if (!dx && !dw) return;
   const Plan p(s);
   const Tensor U = transform_kernels<T>(s, p, w);
@@ -418,13 +418,13 @@ void winograd_backward(const WinogradConv& s, const T* x, const T* w, const T* d
       }
 }
 
-template void winograd_forward<float>(const WinogradConv&, const float*, const float*,
+template void winograd_forward<float>(const ConvSizes&, const float*, const float*,
                                       const float*, float*);
-template void winograd_forward<double>(const WinogradConv&, const double*, const double*,
+template void winograd_forward<double>(const ConvSizes&, const double*, const double*,
                                        const double*, double*);
-template void winograd_backward<float>(const WinogradConv&, const float*, const float*,
+template void winograd_backward<float>(const ConvSizes&, const float*, const float*,
                                        const float*, float*, float*);
-template void winograd_backward<double>(const WinogradConv&, const double*, const double*,
+template void winograd_backward<double>(const ConvSizes&, const double*, const double*,
                                         const double*, double*, double*);
 
 }  // namespace tg::detail

@@ -16,24 +16,18 @@
 
 namespace tg::detail {
 
-/// One convolution that Winograd's F(2 x 2, 3 x 3) computes: N images of C channels (groups G)
-/// into C_out channels, on a geometry with winograd_fits().
-struct WinogradConv {
-  int64_t N, C, C_out, G;
-  ConvGeometry g;
-};
-
 /// A 3 x 3 kernel at stride 1 and dilation 1 (any padding, any plane size) over at least 8
 /// input channels per group (fewer: im2col's product is faster).
 bool winograd_fits(const ConvGeometry& g, int64_t channels_per_group);
 
-/// y (N, C_out, H_out, W_out) = conv2d(x (N, C, H, W), w (C_out, C / G, 3, 3)) + b (b may be null).
+/// y (N, C_out, H_out, W_out) = conv2d(x (N, C, H, W), w (C_out, C / G, 3, 3)) + b (b may be
+/// null), on a geometry with winograd_fits().
 template <class T>
-void winograd_forward(const WinogradConv& s, const T* x, const T* w, const T* b, T* y);
+void winograd_forward(const ConvSizes& s, const T* x, const T* w, const T* b, T* y);
 
 /// The gradients of winograd_forward for dy (N, C_out, H_out, W_out): dx (N, C, H, W) and
 /// dw (C_out, C / G, 3, 3), each overwritten; either may be null (not wanted).
 template <class T>
-void winograd_backward(const WinogradConv& s, const T* x, const T* w, const T* dy, T* dx, T* dw);
+void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, T* dx, T* dw);
 
 }  // namespace tg::detail

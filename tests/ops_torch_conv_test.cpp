@@ -173,6 +173,13 @@ std::vector<MultiCase> conv_cases() {
                                          {{3, 8, 9, 4}, {2, 8, 3, 3}, false, 1, 0, 1, 1},
                                          {{3, 8, 40, 40}, {2, 8, 3, 3}, true, 1, 1, 1, 1}})
     add_conv2d(k);
+  // At most 27 taps an output at stride 1: the direct forward (ops/conv_direct.h): rows of whole
+  // blocks and a last block overlapping the one before (W_out 26 and 19), rows narrower than a
+  // block (W_out 12 in float), padding, groups, and output channels past the blocks of 4.
+  for (const Conv& k : std::vector<Conv>{{{2, 1, 28, 28}, {6, 1, 3, 3}, true, 1, 0, 1, 1},
+                                         {{1, 3, 12, 19}, {5, 3, 3, 3}, true, 1, 1, 1, 1},
+                                         {{2, 4, 9, 10}, {6, 2, 2, 3}, false, 1, {1, 2}, 1, 2}})
+    add_conv2d(k);
   return c;
 }
 

@@ -1,0 +1,143 @@
+// conv2d's forward computed directly for a kernel of few taps (ops/conv_direct.h):
+//   y[co, oy, ox] = b[co] + sum over c, i, j of w[co, c, i, j] xp[c, oy + i, ox + j]
+// with xp the input zero-padded by (pH, pW), c over co's group. The sum runs in im2col's order
+// of taps, k = (c kH + i) kW + j.
+
+#include <tapegrad/ops/conv_direct.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace tg::detail {
+
+namespace {
+
+constexpr int kChannels = 4;  // output channels a block
+constexpr int kPackets = 2;   // SIMD packets of output columns a block
+
+// (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
+// the attribute, harmlessly, as Eigen's own headers do.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+template <class T>
+using Packet = typename Eigen::internal::packet_traits<T>::type;
+template <class T>
+constexpr int kWidth = Eigen::internal::unpacket_traits<Packet<T>>::size;
+
+// Where an output's K taps read the padded planes, relative to the entry under its first tap:
+// offsets[k] = c plane + i Wp + j for k = (c kH + i) kW + j.
+struct Taps {
+  std::vector<int64_t> offsets;
+  int64_t Wp, W_out, L;  // a padded row, an output row, an output plane
+};
+
+// Channels [0, R) of w (rows of K taps) and b at the output entries [at, at + kPackets kWidth)
+// of y (channel stride L), reading from `in` (the entry under the first one's first tap):
+// R x kPackets accumulators in registers.
+template <class T, int R>
+void block(const T* in, const Taps& taps, const T* w, const T* b, T* y) {
+  using namespace Eigen::internal;
+  using P = Packet<T>;
+  constexpr int n = kWidth<T>;
+  const int64_t K = static_cast<int64_t>(taps.offsets.size());
+  P acc[R][kPackets];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kPackets; ++v) acc[r][v] = pset1<P>(b ? b[r] : T(0));
+  for (int64_t k = 0; k < K; ++k) {
+    const T* x = in + taps.offsets[k];
+    P xs[kPackets];
+    for (int v = 0; v < kPackets; ++v) xs[v] = ploadu<P>(x + v * n);
+    for (int r = 0; r < R; ++r) {
+      const P wv = pset1<P>(w[r * K + k]);
+      for (int v = 0; v < kPackets; ++v) acc[r][v] = pmadd(wv, xs[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kPackets; ++v) pstoreu(y + r * taps.L + v * n, acc[r][v]);
+}
+#pragma GCC diagnostic pop
+
+// One output entry of each channel [0, R), as block computes it, for rows narrower than a block.
+template <class T, int R>
+void entry(const T* in, const Taps& taps, const T* w, const T* b, T* y) {
+  const int64_t K = static_cast<int64_t>(taps.offsets.size());
+  for (int r = 0; r < R; ++r) {
+    T acc = b ? b[r] : T(0);
+    for (int64_t k = 0; k < K; ++k) acc += w[r * K + k] * in[taps.offsets[k]];
+    y[r * taps.L] = acc;
+  }
+}
+
+// Every output row and column of channels [0, R) (y at the first one's plane): blocks of
+// columns, the last one ending at the row's end (overlapping the one before: the same values
+// again); rows narrower than a block one entry at a time.
+template <class T, int R>
+void channels(const T* xp, const Taps& taps, int64_t H_out, const T* w, const T* b, T* y) {
+  constexpr int64_t cols = kPackets * kWidth<T>;
+  const int64_t W_out = taps.W_out;
+  for (int64_t oy = 0; oy < H_out; ++oy) {
+    const T* in = xp + oy * taps.Wp;
+    T* out = y + oy * W_out;
+    if (W_out < cols) {
+      for (int64_t ox = 0; ox < W_out; ++ox) entry<T, R>(in + ox, taps, w, b, out + ox);
+      continue;
+    }
+    for (int64_t ox = 0; ox < W_out; ox += cols) {
+      const int64_t at = std::min(ox, W_out - cols);
+      block<T, R>(in + at, taps, w, b, out + at);
+    }
+  }
+}
+
+}  // namespace
+
+bool direct_fits(const ConvGeometry& g, int64_t taps_per_output) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1 &&
+         taps_per_output <= 27;
+}
+
+int64_t direct_scratch(const ConvSizes& s) {
+  if (s.g.pad_h == 0 && s.g.pad_w == 0) return 0;
+  return s.C * (s.g.H + 2 * s.g.pad_h) * (s.g.W + 2 * s.g.pad_w);
+}
+
+template <class T>
+void direct_image(const ConvSizes& s, const T* x, const T* w, const T* b, T* y, T* scratch) {
+  const ConvGeometry& g = s.g;
+  const int64_t Hp = g.H + 2 * g.pad_h, Wp = g.W + 2 * g.pad_w, plane = Hp * Wp;
+  const T* xp = x;
+  if (scratch) {  // the planes zero-padded
+    std::fill(scratch, scratch + s.C * plane, T(0));
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t h = 0; h < g.H; ++h)
+        std::memcpy(scratch + c * plane + (h + g.pad_h) * Wp + g.pad_w, x + (c * g.H + h) * g.W,
+                    g.W * sizeof(T));
+    xp = scratch;
+  }
+  const int64_t Cg = s.C / s.G, Cout_g = s.C_out / s.G, K = Cg * g.taps(), L = g.positions();
+  Taps taps{std::vector<int64_t>(K), Wp, g.W_out(), L};
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t i = 0; i < g.kernel_h; ++i)
+      for (int64_t j = 0; j < g.kernel_w; ++j)
+        taps.offsets[(c * g.kernel_h + i) * g.kernel_w + j] = c * plane + i * Wp + j;
+  const int64_t H_out = g.H_out();
+  for (int64_t gi = 0; gi < s.G; ++gi) {
+    const T* xg = xp + gi * Cg * plane;
+    int64_t co = gi * Cout_g;
+    const int64_t end = co + Cout_g;
+    for (; co + kChannels <= end; co += kChannels)
+      channels<T, kChannels>(xg, taps, H_out, w + co * K, b ? b + co : nullptr, y + co * L);
+    for (; co < end; ++co)
+      channels<T, 1>(xg, taps, H_out, w + co * K, b ? b + co : nullptr, y + co * L);
+  }
+}
+
+template void direct_image<float>(const ConvSizes&, const float*, const float*, const float*,
+                                  float*, float*);
+template void direct_image<double>(const ConvSizes&, const double*, const double*, const double*,
+                                   double*, double*);
+
+}  // namespace tg::detail
