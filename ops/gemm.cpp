@@ -126,9 +126,19 @@ void gemm(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha
     // And except for a narrow Y (N <= 32) with B untransposed, where it wins at every size we
     // tried, M up to 43264, K 9 to 1024, A either way (1024x32x256: 92.0 against 71.7; 4096x16x256
     // 94.0 against 60.8; two threads 192.5 against 142.9 at 4096x32x256).
+    // And except for a short product: at most 64 rows, with an inner size of at most 64 (or, B
+    // transposed, at most 64 columns), as conv2d's Winograd and im2col products are. There it won
+    // at every shape we tried, one thread and two (64x1008x32: 79.7 against 63.7; 32x1008x64, A
+    // transposed: 82.0 against 59.6; 32x9x676, B transposed: 56.8 against 13.5), unless a row of
+    // an operand is a multiple of 4 KiB long (64x1024x32: 39.3 against 57.5): such rows share
+    // the cache's sets. (The long-side losses above were measured at such sizes.)
     const bool ta = a.transposed, tb = b.transposed;
+    const auto aliased = [](int64_t ld) { return ld * int64_t(sizeof(T)) % 4096 == 0; };
     const bool narrow = N <= 32 && !tb;
-    if (M > 16 && !narrow && (tb || std::max(M, N) >= 512 || (ta && M * N >= 256 * 256)))
+    const bool short_product = M <= 64 && (tb ? N <= 64 : K <= 64) && !aliased(a.ld) &&
+                               !aliased(b.ld) && !aliased(y.ld);
+    if (M > 16 && !narrow && !short_product &&
+        (tb || std::max(M, N) >= 512 || (ta && M * N >= 256 * 256)))
       bli_rntm_disable_l3_sup(&rntm);
     const trans_t opa = ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     const trans_t opb = tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
