@@ -146,18 +146,20 @@ void forward_kernel(const ConvDims& s, const T* x, const T* w, const T* b, T* y)
   if (detail::direct_fits(s.g, K)) {
     const int64_t room = detail::direct_scratch(s);
     Tensor scratch = room ? Tensor({team, room}, dtype_of<T>()) : Tensor();
+    T* rooms = room ? scratch.data<T>() : nullptr;  // taken once: data() bumps a version
     for_each_image(s.N, team, [&](int64_t n, int slot) {
-      T* buf = room ? scratch.data<T>() + slot * room : nullptr;
+      T* buf = rooms ? rooms + slot * room : nullptr;
       detail::direct_image<T>(s, x + n * plane, w, b, y + n * s.C_out * L, buf);
     });
     return;
   }
   Tensor scratch;
   if (!s.cols_are_input()) scratch = Tensor({team, s.C * s.g.taps() * L}, dtype_of<T>());
+  T* rooms = scratch.defined() ? scratch.data<T>() : nullptr;  // once: data() bumps a version
   for_each_image(s.N, team, [&](int64_t n, int slot) {
     const T* cols = x + n * plane;  // (C kH kW, L)
     if (!s.cols_are_input()) {
-      T* buf = scratch.data<T>() + slot * s.C * s.g.taps() * L;
+      T* buf = rooms + slot * s.C * s.g.taps() * L;
       detail::im2col_plane(x + n * plane, s.C, s.g, buf);
       cols = buf;
     }
@@ -185,9 +187,10 @@ void backward_kernel(const ConvDims& s, const T* x, const T* w, const T* dy, T* 
     const int team = team_for_images(s);
     Tensor scratch;
     if (!s.cols_are_input()) scratch = Tensor({team, rows * L}, dtype_of<T>());
+    T* rooms = scratch.defined() ? scratch.data<T>() : nullptr;  // once: data() bumps a version
     for_each_image(s.N, team, [&](int64_t n, int slot) {
       // dcols[n, g] = W[g]^T dY[n, g], then folded back: dX[n] = col2im(dcols[n])
-      T* dcols = s.cols_are_input() ? dx + n * plane : scratch.data<T>() + slot * rows * L;
+      T* dcols = s.cols_are_input() ? dx + n * plane : rooms + slot * rows * L;
       for (int64_t gi = 0; gi < s.G; ++gi)
         detail::gemm<T>(view(w + gi * Cout_g * K, Cout_g, K).t(),
                         view(dy + (n * s.C_out + gi * Cout_g) * L, Cout_g, L),

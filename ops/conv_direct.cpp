@@ -1,6 +1,6 @@
 // conv2d's forward computed directly for a kernel of few taps (ops/conv_direct.h):
 //   y[co, oy, ox] = b[co] + sum over c, i, j of w[co, c, i, j] xp[c, oy + i, ox + j]
-// with xp the input zero-padded by (pH, pW), c over co's group. The sum runs in im2col's order
+// with xp the input zero-padded by (pH, pW), c over co's group: from the bias, in im2col's order
 // of taps, k = (c kH + i) kW + j.
 
 #include <tapegrad/ops/conv_direct.h>
@@ -16,7 +16,6 @@ namespace tg::detail {
 namespace {
 
 constexpr int kChannels = 4;  // output channels a block
-constexpr int kPackets = 2;   // SIMD packets of output columns a block
 
 // (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
 // the attribute, harmlessly, as Eigen's own headers do.)
@@ -26,6 +25,10 @@ template <class T>
 using Packet = typename Eigen::internal::packet_traits<T>::type;
 template <class T>
 constexpr int kWidth = Eigen::internal::unpacket_traits<Packet<T>>::size;
+// SIMD packets of output columns a block: two, or one of 64 bytes (AVX-512). A block is then at
+// most 64 bytes of a row (16 floats, 8 doubles), which direct_fits's rows always hold.
+template <class T>
+constexpr int kPackets = kWidth<T> * int(sizeof(T)) >= 64 ? 1 : 2;
 
 // Where an output's K taps read the padded planes, relative to the entry under its first tap:
 // offsets[k] = c plane + i Wp + j for k = (c kH + i) kW + j.
@@ -34,8 +37,8 @@ struct Taps {
   int64_t Wp, W_out, L;  // a padded row, an output row, an output plane
 };
 
-// Channels [0, R) of w (rows of K taps) and b at the output entries [at, at + kPackets kWidth)
-// of y (channel stride L), reading from `in` (the entry under the first one's first tap):
+// Channels [0, R) of w (rows of K taps) and b at kPackets kWidth output entries of y (channel
+// stride L), reading from `in` (the entry under the first one's first tap):
 // R x kPackets accumulators in registers.
 template <class T, int R>
 void block(const T* in, const Taps& taps, const T* w, const T* b, T* y) {
@@ -43,48 +46,33 @@ void block(const T* in, const Taps& taps, const T* w, const T* b, T* y) {
   using P = Packet<T>;
   constexpr int n = kWidth<T>;
   const int64_t K = static_cast<int64_t>(taps.offsets.size());
-  P acc[R][kPackets];
+  P acc[R][kPackets<T>];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kPackets; ++v) acc[r][v] = pset1<P>(b ? b[r] : T(0));
+    for (int v = 0; v < kPackets<T>; ++v) acc[r][v] = pset1<P>(b ? b[r] : T(0));
   for (int64_t k = 0; k < K; ++k) {
     const T* x = in + taps.offsets[k];
-    P xs[kPackets];
-    for (int v = 0; v < kPackets; ++v) xs[v] = ploadu<P>(x + v * n);
+    P xs[kPackets<T>];
+    for (int v = 0; v < kPackets<T>; ++v) xs[v] = ploadu<P>(x + v * n);
     for (int r = 0; r < R; ++r) {
       const P wv = pset1<P>(w[r * K + k]);
-      for (int v = 0; v < kPackets; ++v) acc[r][v] = pmadd(wv, xs[v], acc[r][v]);
+      for (int v = 0; v < kPackets<T>; ++v) acc[r][v] = pmadd(wv, xs[v], acc[r][v]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kPackets; ++v) pstoreu(y + r * taps.L + v * n, acc[r][v]);
+    for (int v = 0; v < kPackets<T>; ++v) pstoreu(y + r * taps.L + v * n, acc[r][v]);
 }
 #pragma GCC diagnostic pop
 
-// One output entry of each channel [0, R), as block computes it, for rows narrower than a block.
-template <class T, int R>
-void entry(const T* in, const Taps& taps, const T* w, const T* b, T* y) {
-  const int64_t K = static_cast<int64_t>(taps.offsets.size());
-  for (int r = 0; r < R; ++r) {
-    T acc = b ? b[r] : T(0);
-    for (int64_t k = 0; k < K; ++k) acc += w[r * K + k] * in[taps.offsets[k]];
-    y[r * taps.L] = acc;
-  }
-}
-
 // Every output row and column of channels [0, R) (y at the first one's plane): blocks of
 // columns, the last one ending at the row's end (overlapping the one before: the same values
-// again); rows narrower than a block one entry at a time.
+// again). direct_fits's rows hold at least one block.
 template <class T, int R>
 void channels(const T* xp, const Taps& taps, int64_t H_out, const T* w, const T* b, T* y) {
-  constexpr int64_t cols = kPackets * kWidth<T>;
+  constexpr int64_t cols = kPackets<T> * kWidth<T>;
   const int64_t W_out = taps.W_out;
   for (int64_t oy = 0; oy < H_out; ++oy) {
     const T* in = xp + oy * taps.Wp;
     T* out = y + oy * W_out;
-    if (W_out < cols) {
-      for (int64_t ox = 0; ox < W_out; ++ox) entry<T, R>(in + ox, taps, w, b, out + ox);
-      continue;
-    }
     for (int64_t ox = 0; ox < W_out; ox += cols) {
       const int64_t at = std::min(ox, W_out - cols);
       block<T, R>(in + at, taps, w, b, out + at);
@@ -96,7 +84,7 @@ void channels(const T* xp, const Taps& taps, int64_t H_out, const T* w, const T*
 
 bool direct_fits(const ConvGeometry& g, int64_t taps_per_output) {
   return g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1 &&
-         taps_per_output <= 27;
+         g.taps() > 1 && taps_per_output <= 27 && g.W_out() >= 16;
 }
 
 int64_t direct_scratch(const ConvSizes& s) {

@@ -3,9 +3,10 @@
 // over 1 to 3 channels) at stride 1 and dilation 1 (internal to ops/, used by conv.cpp's forward
 // kernel; the backward and the formula stay im2col's). There im2col's product has K as its inner
 // size, too short for a GEMM to run well (BLIS: 7.5 to 15 us an image for pytorch/examples' conv1,
-// (32, 9) by (9, 676)). This one computes blocks of 4 output channels by 64 bytes of an output
-// row in registers, straight from the input's rows (zero-padded into scratch when the
-// convolution pads): the same K multiply-adds an output as the product, in the same order.
+// (32, 9) by (9, 676)). This one computes blocks of 4 output channels by up to 16 floats (8
+// doubles) of an output row in registers, straight from the input's rows (zero-padded into
+// scratch when the convolution pads): each output's K multiply-adds, from the bias, in im2col's
+// order of taps.
 
 #include <cstdint>
 
@@ -13,7 +14,8 @@
 
 namespace tg::detail {
 
-/// Stride 1, dilation 1 and at most 27 taps per output (C_in / G kH kW).
+/// Stride 1, dilation 1, more than one tap a channel (1 x 1 is im2col's product straight on the
+/// input) and at most 27 per output (C_in / G kH kW), output rows of at least 16 entries.
 bool direct_fits(const ConvGeometry& g, int64_t taps_per_output);
 
 /// Entries of scratch direct_image needs: the padded planes of one image, or 0 without padding.

@@ -125,11 +125,12 @@ void for_each_chunk_room(const ConvSizes& s, const Plan& p, F&& body) {
   const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per thread
   const int team = team_for_chunks(s, p);
   Tensor scratch({team, room}, dtype_of<T>());
+  T* rooms = scratch.data<T>();  // taken once: data() bumps a version
   for_each_chunk(p, team, [&](int64_t chunk, int slot) {
     ChunkRoom<T> r{chunk, p.first(chunk), p.count(chunk, s.N), 0, 0, 0, nullptr, nullptr};
     r.Tc = r.images * p.tiles;
     r.vs = spaced<T>(p.Cg * r.Tc), r.ms = spaced<T>(p.Cout_g * r.Tc);
-    r.V = scratch.data<T>() + slot * room;
+    r.V = rooms + slot * room;
     r.M = r.V + kXi * r.vs;
     body(r);
   });

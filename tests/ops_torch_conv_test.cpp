@@ -174,11 +174,13 @@ std::vector<MultiCase> conv_cases() {
                                          {{3, 8, 40, 40}, {2, 8, 3, 3}, true, 1, 1, 1, 1}})
     add_conv2d(k);
   // At most 27 taps an output at stride 1: the direct forward (ops/conv_direct.h): rows of whole
-  // blocks and a last block overlapping the one before (W_out 26 and 19), rows narrower than a
-  // block (W_out 12 in float), padding, groups, and output channels past the blocks of 4.
+  // blocks and a last block overlapping the one before (W_out 26, 19 and 20), a row of exactly
+  // one float block (W_out 16), padding, groups of 4 output channels, and output channels past
+  // the blocks of 4 (6, 5 and 3).
   for (const Conv& k : std::vector<Conv>{{{2, 1, 28, 28}, {6, 1, 3, 3}, true, 1, 0, 1, 1},
                                          {{1, 3, 12, 19}, {5, 3, 3, 3}, true, 1, 1, 1, 1},
-                                         {{2, 4, 9, 10}, {6, 2, 2, 3}, false, 1, {1, 2}, 1, 2}})
+                                         {{2, 4, 9, 18}, {8, 2, 2, 3}, false, 1, {1, 2}, 1, 2},
+                                         {{1, 2, 6, 18}, {3, 2, 3, 3}, true, 1, 0, 1, 1}})
     add_conv2d(k);
   return c;
 }
