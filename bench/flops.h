@@ -90,4 +90,14 @@ inline double gru_fwdbwd_flops(int64_t B, int64_t T, int64_t I, int64_t H) {
   return 3 * double(T) * (matmul_flops(B, I, 3 * H) + matmul_flops(B, H, 3 * H));
 }
 
+/// pytorch/examples' MNIST Net's training step on N images of 28 x 28: conv1 (1 -> 32, 3 x 3, to
+/// 26 x 26) forward and its weights' gradient (the images are data: no dX); conv2 (32 -> 64, to
+/// 24 x 24) and fc1 (9216 -> 128) and fc2 (128 -> 10) forward, dX and dW. Direct convolution's
+/// count (Winograd computes fewer multiplications for the same result); pooling, activations,
+/// the loss and AdamW are O(N) and not counted.
+inline double mnist_net_train_flops(int64_t N) {
+  return 2 * conv2d_fwd_flops(N, 32, 26, 26, 1, 3, 3) + 3 * conv2d_fwd_flops(N, 64, 24, 24, 32, 3, 3) +
+         3 * (matmul_flops(N, 9216, 128) + matmul_flops(N, 128, 10));
+}
+
 }  // namespace tg::bench

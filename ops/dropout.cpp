@@ -1,9 +1,11 @@
-// dropout: Y = X * M,  M_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1) from the rng;  dX = dY * M;
-//   tY = tX * M
+// dropout: Y = X * M,  M_i = [u_i >= p] / (1 - p) with u_i = rng.uniform(0, 1), one draw per
+//   entry in order;  dX = dY * M;  tY = tX * M
 // p = 1 drops everything: M = 0 (not 0 / 0). In eval or with p = 0, Y is X itself.
 
 #include <tapegrad/ops/dropout.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <tapegrad/autograd/node.h>
@@ -11,6 +13,25 @@
 #include <tapegrad/ops/op_util.h>
 
 namespace tg {
+
+namespace {
+
+// An entry is kept when rng.uniform(0, 1) >= p. Rng::unit is non-decreasing in the draw, so for
+// p < 1 (unit of the largest draw is 1 - 2^-53 >= p) the kept draws are those from one on: this
+// one, found by bisection.
+uint64_t first_kept_draw(double p) {
+  uint64_t lo = 0, hi = UINT64_MAX;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (Rng::unit(mid) >= p)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+}  // namespace
 
 Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
                const std::source_location& where) {
@@ -24,13 +45,25 @@ Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
   if (!training || p == 0.0) return X;
   const int64_t n = X.numel();
   const double keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  const uint64_t keep_from = p < 1.0 ? first_kept_draw(p) : 0;  // p = 1: the scale is 0
   Tensor mask(X.shape(), X.dtype());
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
+    const T* x = X.data<T>();
     T* m = mask.data<T>();
-    for (int64_t i = 0; i < n; ++i) m[i] = rng.uniform(0.0, 1.0) >= p ? T(keep_scale) : T(0);
-    detail::MapArr<T>(Y.data<T>(), n) =
-        detail::CMapArr<T>(X.data<T>(), n) * detail::CMapArr<T>(m, n);
+    T* y = Y.data<T>();
+    // The engine's draws a block at a time, then the block's mask and output without a branch.
+    constexpr int64_t kBlock = 256;
+    uint64_t draws[kBlock];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t b = std::min(kBlock, n - i0);
+      for (int64_t j = 0; j < b; ++j) draws[j] = rng.engine()();
+      for (int64_t j = 0; j < b; ++j) {
+        const T mj = draws[j] >= keep_from ? T(keep_scale) : T(0);
+        m[i0 + j] = mj;
+        y[i0 + j] = x[i0 + j] * mj;
+      }
+    }
   });
   return record("dropout", std::move(Y), {X}, where)
       .formula([mask](const Tensor& dY) -> Grads { return {mul(dY, mask)}; })

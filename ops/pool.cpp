@@ -24,7 +24,8 @@ namespace tg {
 
 namespace {
 
-Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_location& where);
+Tensor max_pool_gather(const Tensor& X, const Tensor& idx, bool tiles_2x2,
+                       const std::source_location& where);
 
 void check_pool(const char* op, int spatial, const Tensor& X, Int2 kernel, Int2 stride,
                 Int2 padding) {
@@ -50,30 +51,70 @@ void check_pool(const char* op, int spatial, const Tensor& X, Int2 kernel, Int2 
                      padding.str(spatial));
 }
 
-// dX (shape, planes P of H W) = zeros, then dX[p, idx[p, o]] += dY[p, o].
-Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape,
+// The threads for a pass over `entries` entries of planes: one below 2^18.
+int team_for(int64_t entries) { return entries < (int64_t{1} << 18) ? 1 : detail::team_size(); }
+
+// One plane of max_pool_scatter when the windows are the plane's 2 x 2 tiles (kernel 2, stride
+// 2, no padding: every entry in at most one window). Each tile's four entries are written at once
+// (0 + dY at its maximum, as the general scatter's zeros and sum make it, so -0 becomes 0), and
+// the odd last row and column, in no window, are zeros.
+template <class T>
+void scatter_tiles_2x2(const T* __restrict dy, const int64_t* __restrict ix, int64_t H, int64_t W,
+                       T* __restrict dx) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    T *r0 = dx + 2 * oh * W, *r1 = r0 + W;
+    const int64_t i0 = 2 * oh * W;
+#pragma omp simd
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const int64_t at = ix[oh * Wo + ow] - (i0 + 2 * ow);  // 0, 1, W or W + 1
+      const T g = T(0) + dy[oh * Wo + ow];
+      r0[2 * ow] = at == 0 ? g : T(0), r0[2 * ow + 1] = at == 1 ? g : T(0);
+      r1[2 * ow] = at == W ? g : T(0), r1[2 * ow + 1] = at == W + 1 ? g : T(0);
+    }
+    if (W % 2) r0[W - 1] = r1[W - 1] = T(0);
+  }
+  if (H % 2) std::fill(dx + (H - 1) * W, dx + H * W, T(0));
+}
+
+// dX (shape, planes P of H W) = zeros, then dX[p, idx[p, o]] += dY[p, o]. tiles_2x2: the windows
+// were the planes' 2 x 2 tiles (max_pool_plane_2x2's), so no entry is in two.
+Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape, bool tiles_2x2,
                         const std::source_location& where) {
-  Tensor dX = zeros(shape, dY.dtype());
-  const int64_t P = shape[0] * shape[1], HW = shape.numel() / P, O = dY.numel() / P;
+  Tensor dX(shape, dY.dtype());
+  const int64_t P = shape[0] * shape[1], H = shape[2], W = shape[3], HW = H * W;
+  const int64_t O = dY.numel() / P;
+  const int team = team_for(shape.numel());
   dispatch(dY.dtype(), [&]<class T>() {
     const int64_t* ix = idx.data<int64_t>();
     const T* dy = dY.data<T>();
     T* dx = dX.data<T>();
-    for (int64_t p = 0; p < P; ++p)
-      for (int64_t o = 0; o < O; ++o) dx[p * HW + ix[p * O + o]] += dy[p * O + o];
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t* ixp = ix + p * O;
+      const T* dyp = dy + p * O;
+      T* dxp = dx + p * HW;
+      if (tiles_2x2) {
+        scatter_tiles_2x2(dyp, ixp, H, W, dxp);
+        continue;
+      }
+      std::fill(dxp, dxp + HW, T(0));
+      for (int64_t o = 0; o < O; ++o) dxp[ixp[o]] += dyp[o];
+    }
   });
   return record("max_pool_scatter", std::move(dX), {dY}, where)
       .saves(idx)
-      .formula([idx, where](const Tensor& ddX) -> Grads {
-        return {max_pool_gather(ddX, idx, where)};
+      .formula([idx, tiles_2x2, where](const Tensor& ddX) -> Grads {
+        return {max_pool_gather(ddX, idx, tiles_2x2, where)};
       })
       .jvp([&](const Tangents& t) {
-        return max_pool_scatter(t[0], idx, shape, where);
+        return max_pool_scatter(t[0], idx, shape, tiles_2x2, where);
       });
 }
 
-// Y[p, o] = X[p, idx[p, o]] over the planes p of X.
-Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_location& where) {
+// Y[p, o] = X[p, idx[p, o]] over the planes p of X. tiles_2x2 as max_pool_scatter's.
+Tensor max_pool_gather(const Tensor& X, const Tensor& idx, bool tiles_2x2,
+                       const std::source_location& where) {
   Tensor Y(idx.shape(), X.dtype());
   const int64_t P = X.size(0) * X.size(1), HW = X.numel() / P, O = idx.numel() / P;
   dispatch(X.dtype(), [&]<class T>() {
@@ -86,10 +127,10 @@ Tensor max_pool_gather(const Tensor& X, const Tensor& idx, const std::source_loc
   const Shape shape = X.shape();
   return record("max_pool_gather", std::move(Y), {X}, where)
       .saves(idx)
-      .formula([idx, shape, where](const Tensor& dY) -> Grads {
-        return {max_pool_scatter(dY, idx, shape, where)};
+      .formula([idx, shape, tiles_2x2, where](const Tensor& dY) -> Grads {
+        return {max_pool_scatter(dY, idx, shape, tiles_2x2, where)};
       })
-      .jvp([&](const Tangents& t) { return max_pool_gather(t[0], idx, where); });
+      .jvp([&](const Tangents& t) { return max_pool_gather(t[0], idx, tiles_2x2, where); });
 }
 
 // Output sizes (checked above to be at least 1).
@@ -152,12 +193,12 @@ Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
   Tensor Y({N, C, Ho, Wo}, X.dtype());  // (N, C, H_out, W_out)
   Tensor idx({N, C, Ho, Wo}, Dtype::i64);  // flat index of each maximum in its (H, W) plane
   const int64_t planes = N * C, plane_in = H * W, plane_out = Ho * Wo;
-  const int team = planes * plane_out * k.h * k.w < (int64_t{1} << 18) ? 1 : detail::team_size();
+  const int team = team_for(planes * plane_out * k.h * k.w);
+  const bool two_by_two = k.h == 2 && k.w == 2 && s.h == 2 && s.w == 2 && p.h == 0 && p.w == 0;
   dispatch(X.dtype(), [&]<class T>() {
     const T* x = X.data<T>();
     T* y = Y.data<T>();
     int64_t* ix = idx.data<int64_t>();
-    const bool two_by_two = k.h == 2 && k.w == 2 && s.h == 2 && s.w == 2 && p.h == 0 && p.w == 0;
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int64_t pl = 0; pl < planes; ++pl)
       if (two_by_two)
@@ -168,10 +209,12 @@ Tensor max_pool_checked(const char* op, const Tensor& X, Int2 k, Int2 s, Int2 p,
   const Shape shape = X.shape();
   return record(op, std::move(Y), {X}, where)
       .saves(idx)
-      .formula([idx, shape, where](const Tensor& dY) -> Grads {
-        return {max_pool_scatter(dY, idx, shape, where)};  // dX
+      .formula([idx, shape, two_by_two, where](const Tensor& dY) -> Grads {
+        return {max_pool_scatter(dY, idx, shape, two_by_two, where)};  // dX
       })
-      .jvp([&](const Tangents& t) { return max_pool_gather(t[0], idx, where); });  // tY
+      .jvp([&](const Tangents& t) {  // tY
+        return max_pool_gather(t[0], idx, two_by_two, where);
+      });
 }
 
 // Every channel convolved with a kernel of 1 / (kH kW), on a checked (N, C, H, W) input.

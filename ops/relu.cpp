@@ -6,6 +6,7 @@
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -28,9 +29,12 @@ Tensor relu(const Tensor& X, const std::source_location& where) {
   detail::check_floating("relu", X);
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    const int64_t n = X.numel();
-    auto x = detail::CMapArr<T>(X.data<T>(), n);
-    detail::MapArr<T>(Y.data<T>(), n) = (x <= T(0)).select(T(0), x);  // NaN stays NaN
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    detail::for_parts(X.numel(), [&](int64_t b, int64_t e) {
+      auto xs = detail::CMapArr<T>(x + b, e - b);
+      detail::MapArr<T>(y + b, e - b) = (xs <= T(0)).select(T(0), xs);  // NaN stays NaN
+    });
   });
   // Y > 0 exactly where X > 0, so the output alone tells where the gradient passes.
   return record("relu", Y, {X}, where)
@@ -38,10 +42,12 @@ Tensor relu(const Tensor& X, const std::source_location& where) {
       .kernel([](const Tensor& dY, const Tensor& Y) -> Grads {
         Tensor dX(Y.shape(), Y.dtype());
         dispatch(Y.dtype(), [&]<class T>() {
-          const int64_t n = Y.numel();
-          detail::MapArr<T>(dX.data<T>(), n) =
-              (detail::CMapArr<T>(Y.data<T>(), n) > T(0))
-                  .select(detail::CMapArr<T>(dY.data<T>(), n), T(0));
+          const T *y = Y.data<T>(), *dy = dY.data<T>();
+          T* dx = dX.data<T>();
+          detail::for_parts(Y.numel(), [&](int64_t b, int64_t e) {
+            detail::MapArr<T>(dx + b, e - b) = (detail::CMapArr<T>(y + b, e - b) > T(0))
+                                                   .select(detail::CMapArr<T>(dy + b, e - b), T(0));
+          });
         });
         return {dX};
       })

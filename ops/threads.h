@@ -9,6 +9,8 @@
 // other processes took on the cores it may run on (/proc/stat, less its own) and uses only the
 // cores they left free, at least one. Results do not depend on the thread count.
 
+#include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +33,12 @@ namespace detail {
 /// The team a parallel kernel starts now, outside any parallel region: num_threads(), limited
 /// to the free cores while adaptation is on. Cheap (a clock read) except once per 200 ms.
 int team_size();
+
+/// f(begin, end) for the parts of [0, n), one contiguous part per thread of a team_size() team:
+/// the passes over memory of the large elementwise kernels. Below `serial_below` entries, one
+/// part on the calling thread (a team costs more than it saves there).
+void for_parts(int64_t n, const std::function<void(int64_t, int64_t)>& f,
+               int64_t serial_below = int64_t{1} << 18);
 
 /// The team for `wanted` threads when `cores` cores may be used and other processes kept
 /// `others_busy` of them busy: one per core that others used less than a quarter of, at least

@@ -88,6 +88,11 @@ struct Plan {
         images(std::clamp<int64_t>(kTilesPerChunk / tiles, 1, s.N)),
         chunks((s.N + images - 1) / images) {}
   int64_t first(int64_t chunk) const { return chunk * images; }
+  // Whether an input plane is the padded plane the patches cover, (2 th + 2, 2 tw + 2): no
+  // padding and an even output. The transforms then read (and fold into) the plane itself.
+  bool plane_is_padded(const ConvSizes& s) const {
+    return s.g.pad_h == 0 && s.g.pad_w == 0 && s.g.H == 2 * th + 2 && s.g.W == 2 * tw + 2;
+  }
   int64_t count(int64_t chunk, int64_t N) const { return std::min(images, N - first(chunk)); }
 };
 
@@ -270,10 +275,15 @@ void transform_input(const ConvSizes& s, const Plan& p, const T* x, int64_t imag
   std::vector<T> buf(Hp * Wp + 4 * th * Wp);
   T* pad = buf.data();      // the patches' padded plane
   T* cols = pad + Hp * Wp;  // (4, th, Wp): B^T down the columns of each row of patches
+  const bool is_padded = p.plane_is_padded(s);
   for (int64_t li = 0; li < images; ++li)
     for (int64_t c = 0; c < p.Cg; ++c) {
-      pad_plane(x + (li * s.C + c) * H * W, H, W, s.g.pad_h, s.g.pad_w, Hp, Wp, pad);
-      for (int64_t i = 0; i < th; ++i) bt_down(pad + 2 * i * Wp, Wp, cols + i * Wp, th * Wp);
+      const T* plane = x + (li * s.C + c) * H * W;
+      if (!is_padded) {
+        pad_plane(plane, H, W, s.g.pad_h, s.g.pad_w, Hp, Wp, pad);
+        plane = pad;
+      }
+      for (int64_t i = 0; i < th; ++i) bt_down(plane + 2 * i * Wp, Wp, cols + i * Wp, th * Wp);
       T* v = V + c * Tc + li * p.tiles;
       for (int q = 0; q < 4; ++q)
         for (int64_t i = 0; i < th; ++i)
@@ -344,14 +354,17 @@ void transform_input_grad(const ConvSizes& s, const Plan& p, const T* dV, int64_
   std::vector<T> buf(16 * tiles + Hp * Wp);
   T* d = buf.data();        // (4, 4, tiles): each tile's B dV B^T
   T* pad = d + 16 * tiles;  // the padded plane the patches cover
+  const bool is_padded = p.plane_is_padded(s);
   for (int64_t li = 0; li < images; ++li)
     for (int64_t c = 0; c < p.Cg; ++c) {
       b_tiles(dV + c * Tc + li * tiles, vs, tiles, d);
-      std::fill(pad, pad + Hp * Wp, T(0));
+      T* plane = dx + (li * s.C + c) * H * W;
+      T* sums = is_padded ? plane : pad;  // folded in place when the plane is the padded one
+      std::fill(sums, sums + Hp * Wp, T(0));
       for (int64_t i = 0; i < th; ++i)
         for (int64_t r = 0; r < 4; ++r)
-          fold_row(d + 4 * r * tiles + i * tw, tiles, tw, pad + (2 * i + r) * Wp);
-      T* plane = dx + (li * s.C + c) * H * W;
+          fold_row(d + 4 * r * tiles + i * tw, tiles, tw, sums + (2 * i + r) * Wp);
+      if (is_padded) continue;
       for (int64_t ih = 0; ih < H && ih + ph < Hp; ++ih)
         std::copy(pad + (ih + ph) * Wp + pw, pad + (ih + ph) * Wp + pw + w, plane + ih * W);
     }

@@ -1,8 +1,11 @@
 #include <tapegrad/optim/adamw.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <utility>
+
+#include <tapegrad/ops/threads.h>
 
 namespace tg::optim {
 
@@ -48,15 +51,18 @@ void AdamW::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& buffe
     T* v = buffers[1].data<T>();
     // Vectorised, square roots included: optim/sources.cmake compiles this file with
     // -fno-math-errno (v is never negative, so std::sqrt never sets errno here), and the
-    // square roots stay exact (vsqrtps / vsqrtpd), as torch's.
+    // square roots stay exact (vsqrtps / vsqrtpd), as torch's. Each entry on its own, so a
+    // large parameter's parts go to the threads.
+    detail::for_parts(n, [&](int64_t begin, int64_t end) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] = p[i] * decay;                                       // p *= 1 - lr wd
-      m[i] = m[i] * beta1 + one_minus_beta1 * g[i];              // m = b1 m + (1 - b1) g
-      v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];       // v = b2 v + (1 - b2) g^2
-      const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;          // sqrt(v_hat) + eps
-      p[i] = p[i] + neg_step_size * m[i] / denom;                // p -= lr m_hat / denom
-    }
+      for (int64_t i = begin; i < end; ++i) {
+        p[i] = p[i] * decay;                                  // p *= 1 - lr wd
+        m[i] = m[i] * beta1 + one_minus_beta1 * g[i];         // m = b1 m + (1 - b1) g
+        v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];  // v = b2 v + (1 - b2) g^2
+        const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;     // sqrt(v_hat) + eps
+        p[i] = p[i] + neg_step_size * m[i] / denom;           // p -= lr m_hat / denom
+      }
+    });
   });
 }
 

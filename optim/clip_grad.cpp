@@ -1,21 +1,40 @@
 #include <tapegrad/optim/clip_grad.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include <tapegrad/autograd/grad_mode.h>
 
 namespace tg::optim {
 
+namespace {
+
+// The sum of x_i^2 in double, in 16 running sums (vector registers of doubles, enough of them to
+// hide the adds' latency), then theirs.
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  constexpr int64_t kSums = 16;
+  double sums[kSums] = {};
+  int64_t i = 0;
+  for (; i + kSums <= n; i += kSums)
+#pragma omp simd
+    for (int64_t k = 0; k < kSums; ++k) sums[k] += static_cast<double>(x[i + k]) * x[i + k];
+  for (; i < n; ++i) sums[0] += static_cast<double>(x[i]) * x[i];
+  double total = 0;
+  for (const double s : sums) total += s;
+  return total;
+}
+
+}  // namespace
+
 double grad_norm(const NamedTensors& params) {
   double sum_sq = 0;
   for (const auto& [name, p] : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    dispatch(g.dtype(), [&]<class T>() {
-      const T* dg = g.template data<T>();
-      for (int64_t i = 0; i < g.numel(); ++i) sum_sq += static_cast<double>(dg[i]) * dg[i];
-    });
+    dispatch(g.dtype(),
+             [&]<class T>() { sum_sq += sum_of_squares(g.template data<T>(), g.numel()); });
   }
   return std::sqrt(sum_sq);
 }

@@ -277,6 +277,30 @@ TEST(Dropout, MaskStatistics) {
   EXPECT_NEAR(double(kept) / 100000.0, 1.0 - p, 0.01);
 }
 
+// The mask is [rng.uniform(0, 1) >= p] entry by entry, one draw each in order (the kernel
+// compares raw draws against a threshold instead): at rates whose threshold is exact, near 0 and
+// near 1, in both dtypes, with the rng left where as many uniform draws leave it.
+TEST(Dropout, MaskIsOneUniformDrawPerEntry) {
+  for (const double p : {0.25, 0.5, 1.0 / 3, 0.1, 0x1p-64, 1e-300, 0.999999, 1 - 0x1p-53})
+    for (const tg::Dtype dtype : {tg::Dtype::f32, tg::Dtype::f64}) {
+      tg::Rng rng(17), reference(17);
+      const int64_t n = 1000;  // blocks of 256 and a remainder
+      const std::vector<double> y = tg::dropout(tg::ones({n}, dtype), p, true, rng).to_vector();
+      const double scale = dtype == tg::Dtype::f32 ? double(float(1 / (1 - p))) : 1 / (1 - p);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < n; ++i) differ += y[i] != (reference.uniform(0, 1) >= p ? scale : 0.0);
+      EXPECT_EQ(differ, 0) << "p " << p;
+      EXPECT_EQ(rng.engine(), reference.engine()) << "p " << p;
+    }
+  // Negative control: the reference one draw behind disagrees.
+  tg::Rng rng(17), behind(17);
+  behind.engine().discard(1);
+  const std::vector<double> y = tg::dropout(tg::ones({1000}, tg::Dtype::f64), 0.5, true, rng).to_vector();
+  int64_t differ = 0;
+  for (double v : y) differ += v != (behind.uniform(0, 1) >= 0.5 ? 2.0 : 0.0);
+  EXPECT_GT(differ, 300);
+}
+
 TEST(Dropout, SameSeedSameMask) {
   tg::Rng a(11), b(11), c(12);
   const Tensor x = tg::ones({50, 20});
