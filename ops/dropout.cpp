@@ -52,14 +52,16 @@ Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
     const T* x = X.data<T>();
     T* m = mask.data<T>();
     T* y = Y.data<T>();
-    // The engine's draws a block at a time, then the block's mask and output without a branch.
+    // The engine's draws a block at a time, then the block's mask and output without a branch
+    // (a kept entry is as likely as not to follow a dropped one: a branch would mispredict).
     constexpr int64_t kBlock = 256;
     uint64_t draws[kBlock];
+    const T values[2] = {T(0), T(keep_scale)};  // dropped, kept
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t b = std::min(kBlock, n - i0);
       for (int64_t j = 0; j < b; ++j) draws[j] = rng.engine()();
       for (int64_t j = 0; j < b; ++j) {
-        const T mj = draws[j] >= keep_from ? T(keep_scale) : T(0);
+        const T mj = values[draws[j] >= keep_from];
         m[i0 + j] = mj;
         y[i0 + j] = x[i0 + j] * mj;
       }
