@@ -95,10 +95,12 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
   }
 }
 
-// dGi, dW, db, dh0 from dY, the output Y and the saved gates S.
+// dGi, dW, db, dh0 from dY, the output Y and the saved gates S. Without h0_grad (h0 took part in
+// the recording without a gradient), dh0 is left undefined and the first step's product with W,
+// which only it needs, is skipped.
 template <class T>
 Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
-                      const Tensor& Y, const Tensor& S, const Tensor& dY) {
+                      const Tensor& Y, const Tensor& S, const Tensor& dY, bool h0_grad) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 3 * H, step = B * H;
@@ -127,11 +129,12 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
       dh_r = dh_t * zg;  // the path through z h_{t-1}; dGh_t W is added below
       if (b.defined()) db += CMapArr<T>(gh_row, G);
     }
-    detail::step_product<T>(dgh_t, detail::view(w, G, H), dh.data<T>(), B, true, scratch);
+    if (t > 0 || h0_grad)
+      detail::step_product<T>(dgh_t, detail::view(w, G, H), dh.data<T>(), B, true, scratch);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGh.data<T>(), h0.data<T>(), hs, d.T, B, G, H);
-  return {dGi, dW, detail::bias_grad<T>(b, db), dh};
+  return {dGi, dW, detail::bias_grad<T>(b, db), h0_grad ? dh : Tensor()};
 }
 
 // The same gradients in ops: the forward again, then the steps backward.
@@ -226,14 +229,15 @@ Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor
   Tensor Y(Shape{d.T, d.B, d.H}, gi.dtype());
   Tensor S(Shape{d.T, d.B, 4 * d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, Y, S); });
+  const bool h0_grad = h0.requires_grad();
   return record("gru_scan", Y, {gi, W, b, h0}, where)
       .saves(gi, W, b, h0)
       .formula([d, gi, W, b, h0](const Tensor& dY) -> Grads {
         return gru_scan_formula(d, gi, W, b, h0, dY);
       })
-      .kernel([d, W, b, h0, S](const Tensor& dY, const Tensor& Y) -> Grads {
+      .kernel([d, W, b, h0, S, h0_grad](const Tensor& dY, const Tensor& Y) -> Grads {
         return dispatch(W.dtype(), [&]<class T>() {
-          return backward_kernel<T>(d, W, b, h0, Y, S, dY);
+          return backward_kernel<T>(d, W, b, h0, Y, S, dY, h0_grad);
         });
       })
       .jvp([&](const Tangents& t, const Tensor& Y) {

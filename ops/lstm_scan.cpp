@@ -81,35 +81,44 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
   T* hs = Y.data<T>();
   T* cs = hs + d.T * step;
   Tensor scratch = detail::step_scratch(B, H, G, W.dtype());
+  // taken once: data() bumps a version
+  T *a0 = A.data<T>(), *tanh_c = C.data<T>();
+  const T *gi0 = gi.data<T>(), *bias = b.defined() ? b.data<T>() : nullptr;
   for (int64_t t = 0; t < d.T; ++t) {
-    T* a = A.data<T>() + t * B * G;
+    T* a = a0 + t * B * G;
+    const T* gi_t = gi0 + t * B * G;
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
     detail::step_product<T>(h_prev, detail::view(w, G, H).t(), a, B, false, scratch);
     for (int64_t r = 0; r < B; ++r) {
       T* row = a + r * G;
-      MapArr<T>(row, G) += CMapArr<T>(gi.data<T>() + (t * B + r) * G, G);
-      if (b.defined()) MapArr<T>(row, G) += CMapArr<T>(b.data<T>(), G);
-      auto i = MapArr<T>(row, H), f = MapArr<T>(row + H, H), g = MapArr<T>(row + 2 * H, H),
-           o = MapArr<T>(row + 3 * H, H);
-      i = (T(1) + (-i).exp()).inverse();
-      f = (T(1) + (-f).exp()).inverse();
+      const auto gi_row = CMapArr<T>(gi_t + r * G, G);
+      if (bias)
+        MapArr<T>(row, G) += gi_row + CMapArr<T>(bias, G);
+      else
+        MapArr<T>(row, G) += gi_row;
+      auto i_f = MapArr<T>(row, 2 * H);  // i and f side by side
+      auto g = MapArr<T>(row + 2 * H, H), o = MapArr<T>(row + 3 * H, H);
+      i_f = (T(1) + (-i_f).exp()).inverse();
       g = g.tanh();
       o = (T(1) + (-o).exp()).inverse();
+      const auto i = CMapArr<T>(row, H), f = CMapArr<T>(row + H, H);
       auto c = MapArr<T>(cs + t * step + r * H, H);
       c = f * CMapArr<T>(c_prev + r * H, H) + i * g;
-      auto tc = MapArr<T>(C.data<T>() + t * step + r * H, H);
+      auto tc = MapArr<T>(tanh_c + t * step + r * H, H);
       tc = c.tanh();
       MapArr<T>(hs + t * step + r * H, H) = o * tc;
     }
   }
 }
 
-// dGi, dW, db, dh0, dc0 from dY, the output Y, the activations A and tanh(c), C.
+// dGi, dW, db, dh0, dc0 from dY, the output Y, the activations A and tanh(c), C. Without
+// state_grads (neither h0 nor c0 took part in the recording with a gradient), dh0 and dc0 are
+// left undefined and the first step's product with W, which only they need, is skipped.
 template <class T>
 Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
                       const Tensor& c0, const Tensor& Y, const Tensor& A, const Tensor& C,
-                      const Tensor& dY) {
+                      const Tensor& dY, bool state_grads) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
@@ -139,10 +148,12 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
       dc_r = dc_t * f;
       if (b.defined()) db += CMapArr<T>(row, G);
     }
-    detail::step_product<T>(dg_t, detail::view(w, G, H), dh.data<T>(), B, false, scratch);
+    if (t > 0 || state_grads)
+      detail::step_product<T>(dg_t, detail::view(w, G, H), dh.data<T>(), B, false, scratch);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGi.data<T>(), h0.data<T>(), hs, d.T, B, G, H);
+  if (!state_grads) return {dGi, dW, detail::bias_grad<T>(b, db), Tensor(), Tensor()};
   return {dGi, dW, detail::bias_grad<T>(b, db), dh, dc};
 }
 
@@ -251,14 +262,15 @@ Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tenso
   Tensor Y(Shape{2, d.T, d.B, d.H}, gi.dtype());
   Tensor A(gi.shape(), gi.dtype()), C(Shape{d.T, d.B, d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A, C); });
+  const bool state_grads = h0.requires_grad() || c0.requires_grad();
   return record("lstm_scan", Y, {gi, W, b, h0, c0}, where)
       .saves(gi, W, b, h0, c0)
       .formula([d, gi, W, b, h0, c0](const Tensor& dY) -> Grads {
         return lstm_scan_formula(d, gi, W, b, h0, c0, dY);
       })
-      .kernel([d, W, b, h0, c0, A, C](const Tensor& dY, const Tensor& Y) -> Grads {
+      .kernel([d, W, b, h0, c0, A, C, state_grads](const Tensor& dY, const Tensor& Y) -> Grads {
         return dispatch(W.dtype(), [&]<class T>() {
-          return backward_kernel<T>(d, W, b, h0, c0, Y, A, C, dY);
+          return backward_kernel<T>(d, W, b, h0, c0, Y, A, C, dY, state_grads);
         });
       })
       .jvp([&](const Tangents& t, const Tensor& Y) {

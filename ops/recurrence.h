@@ -83,15 +83,19 @@ void step_product(const T* X, MatrixView<const T> w, T* Y, int64_t B, bool accum
 }
 
 /// dW = sum_t dG_t^T h_{t-1} (G, H), from dG (steps, B, G), the initial state h0 (B, H) and the
-/// outputs hs (steps, B, H), whose first steps - 1 entries are h_1 .. h_{T-1}: two GEMMs.
+/// outputs hs (steps, B, H), whose first steps - 1 entries are h_1 .. h_{T-1}: two GEMMs, or one
+/// when h0 is zeros (the layers' default state), whose term is zero.
 template <class T>
 Tensor recurrent_weight_grad(const T* dG, const T* h0, const T* hs, int64_t steps, int64_t B,
                              int64_t G, int64_t H) {
-  Tensor dW = zeros(Shape{G, H}, dtype_of<T>());
-  if (steps == 0) return dW;
-  gemm<T>(view(dG, B, G).t(), view(h0, B, H), view(dW.data<T>(), G, H));
-  gemm<T>(view(dG + B * G, (steps - 1) * B, G).t(), view(hs, (steps - 1) * B, H),
-          view(dW.data<T>(), G, H), T(1), T(1));
+  const bool h0_zero = std::all_of(h0, h0 + B * H, [](T v) { return v == T(0); });
+  if (steps == 0 || (steps == 1 && h0_zero)) return zeros(Shape{G, H}, dtype_of<T>());
+  Tensor dW(Shape{G, H}, dtype_of<T>());
+  T* dw = dW.data<T>();
+  if (!h0_zero) gemm<T>(view(dG, B, G).t(), view(h0, B, H), view(dw, G, H));
+  if (steps > 1)
+    gemm<T>(view(dG + B * G, (steps - 1) * B, G).t(), view(hs, (steps - 1) * B, H),
+            view(dw, G, H), T(1), h0_zero ? T(0) : T(1));
   return dW;
 }
 
