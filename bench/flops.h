@@ -96,7 +96,8 @@ inline double gru_fwdbwd_flops(int64_t B, int64_t T, int64_t I, int64_t H) {
 /// count (Winograd computes fewer multiplications for the same result); pooling, activations,
 /// the loss and AdamW are O(N) and not counted.
 inline double mnist_net_train_flops(int64_t N) {
-  return 2 * conv2d_fwd_flops(N, 32, 26, 26, 1, 3, 3) + 3 * conv2d_fwd_flops(N, 64, 24, 24, 32, 3, 3) +
+  return 2 * conv2d_fwd_flops(N, 32, 26, 26, 1, 3, 3) +
+         3 * conv2d_fwd_flops(N, 64, 24, 24, 32, 3, 3) +
          3 * (matmul_flops(N, 9216, 128) + matmul_flops(N, 128, 10));
 }
 

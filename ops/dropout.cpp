@@ -14,7 +14,7 @@
 
 namespace tg {
 
-namespace {
+namespace detail {
 
 // An entry is kept when rng.uniform(0, 1) >= p. Rng::unit is non-decreasing in the draw, so for
 // p < 1 (unit of the largest draw is 1 - 2^-53 >= p) the kept draws are those from one on: this
@@ -31,7 +31,7 @@ uint64_t first_kept_draw(double p) {
   return lo;
 }
 
-}  // namespace
+}  // namespace detail
 
 Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
                const std::source_location& where) {
@@ -45,7 +45,7 @@ Tensor dropout(const Tensor& X, double p, bool training, Rng& rng,
   if (!training || p == 0.0) return X;
   const int64_t n = X.numel();
   const double keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  const uint64_t keep_from = p < 1.0 ? first_kept_draw(p) : 0;  // p = 1: the scale is 0
+  const uint64_t keep_from = p < 1.0 ? detail::first_kept_draw(p) : 0;  // p = 1: the scale is 0
   Tensor mask(X.shape(), X.dtype());
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <source_location>
 
 #include <tapegrad/autograd/tensor.h>
@@ -9,4 +10,10 @@ namespace tg {
 /// or with p = 0 it returns x itself. dx = dy * mask / (1 - p). Throws ValueError for p outside
 /// [0, 1].
 Tensor dropout(const Tensor& x, double p, bool training, Rng& rng, const std::source_location& where = std::source_location::current());
+
+namespace detail {
+/// The least engine draw k with Rng::unit(k) >= p, for p in [0, 1): dropout keeps an entry
+/// exactly when its draw is at least this one.
+uint64_t first_kept_draw(double p);
+}  // namespace detail
 }  // namespace tg

@@ -92,17 +92,18 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
     detail::step_product<T>(h_prev, detail::view(w, G, H).t(), a, B, false, scratch);
     for (int64_t r = 0; r < B; ++r) {
       T* row = a + r * G;
+      auto a_row = MapArr<T>(row, G);
       const auto gi_row = CMapArr<T>(gi_t + r * G, G);
-      if (bias)
-        MapArr<T>(row, G) += gi_row + CMapArr<T>(bias, G);
+      if (bias)  // (a + gi) + b, in one pass
+        a_row = a_row + gi_row + CMapArr<T>(bias, G);
       else
-        MapArr<T>(row, G) += gi_row;
-      auto i_f = MapArr<T>(row, 2 * H);  // i and f side by side
-      auto g = MapArr<T>(row + 2 * H, H), o = MapArr<T>(row + 3 * H, H);
-      i_f = (T(1) + (-i_f).exp()).inverse();
+        a_row += gi_row;
+      auto i = MapArr<T>(row, H), f = MapArr<T>(row + H, H), g = MapArr<T>(row + 2 * H, H),
+           o = MapArr<T>(row + 3 * H, H);
+      i = (T(1) + (-i).exp()).inverse();
+      f = (T(1) + (-f).exp()).inverse();
       g = g.tanh();
       o = (T(1) + (-o).exp()).inverse();
-      const auto i = CMapArr<T>(row, H), f = CMapArr<T>(row + H, H);
       auto c = MapArr<T>(cs + t * step + r * H, H);
       c = f * CMapArr<T>(c_prev + r * H, H) + i * g;
       auto tc = MapArr<T>(tanh_c + t * step + r * H, H);

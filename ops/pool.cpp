@@ -83,7 +83,7 @@ Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape,
                         const std::source_location& where) {
   Tensor dX(shape, dY.dtype());
   const int64_t P = shape[0] * shape[1], H = shape[2], W = shape[3], HW = H * W;
-  const int64_t O = dY.numel() / P;
+  const int64_t O = P ? dY.numel() / P : 0;  // no planes (N or C 0): nothing to write
   const int team = team_for(shape.numel());
   dispatch(dY.dtype(), [&]<class T>() {
     const int64_t* ix = idx.data<int64_t>();
@@ -116,7 +116,7 @@ Tensor max_pool_scatter(const Tensor& dY, const Tensor& idx, const Shape& shape,
 Tensor max_pool_gather(const Tensor& X, const Tensor& idx, bool tiles_2x2,
                        const std::source_location& where) {
   Tensor Y(idx.shape(), X.dtype());
-  const int64_t P = X.size(0) * X.size(1), HW = X.numel() / P, O = idx.numel() / P;
+  const int64_t P = X.size(0) * X.size(1), HW = P ? X.numel() / P : 0, O = P ? idx.numel() / P : 0;
   dispatch(X.dtype(), [&]<class T>() {
     const int64_t* ix = idx.data<int64_t>();
     const T* x = X.data<T>();

@@ -4,6 +4,7 @@
 // gate gradients dG are known.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include <Eigen/Core>
@@ -84,11 +85,14 @@ void step_product(const T* X, MatrixView<const T> w, T* Y, int64_t B, bool accum
 
 /// dW = sum_t dG_t^T h_{t-1} (G, H), from dG (steps, B, G), the initial state h0 (B, H) and the
 /// outputs hs (steps, B, H), whose first steps - 1 entries are h_1 .. h_{T-1}: two GEMMs, or one
-/// when h0 is zeros (the layers' default state), whose term is zero.
+/// when h0 is zeros (the layers' default state) and dG_1 finite, so that h0's term is zero (an
+/// infinite or NaN dG_1 still makes NaN there, as the product would).
 template <class T>
 Tensor recurrent_weight_grad(const T* dG, const T* h0, const T* hs, int64_t steps, int64_t B,
                              int64_t G, int64_t H) {
-  const bool h0_zero = std::all_of(h0, h0 + B * H, [](T v) { return v == T(0); });
+  const bool h0_zero = steps > 0 &&
+                       std::all_of(h0, h0 + B * H, [](T v) { return v == T(0); }) &&
+                       std::all_of(dG, dG + B * G, [](T v) { return std::isfinite(v); });
   if (steps == 0 || (steps == 1 && h0_zero)) return zeros(Shape{G, H}, dtype_of<T>());
   Tensor dW(Shape{G, H}, dtype_of<T>());
   T* dw = dW.data<T>();

@@ -148,16 +148,16 @@ int team_size() {
   return std::min(wanted, free_cores().get());
 }
 
-void for_parts(int64_t n, const std::function<void(int64_t, int64_t)>& f, int64_t serial_below) {
+void for_parts(int64_t n, PartsBody body, int64_t serial_below) {
   const int team = n < serial_below ? 1 : team_size();
   if (team == 1) {
-    if (n > 0) f(0, n);
+    if (n > 0) body.call(body.f, 0, n);
     return;
   }
 #pragma omp parallel num_threads(team)
   {
     const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-    f(n * t / k, n * (t + 1) / k);
+    body.call(body.f, n * t / k, n * (t + 1) / k);
   }
 }
 

@@ -10,7 +10,6 @@
 // cores they left free, at least one. Results do not depend on the thread count.
 
 #include <cstdint>
-#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -34,11 +33,21 @@ namespace detail {
 /// to the free cores while adaptation is on. Cheap (a clock read) except once per 200 ms.
 int team_size();
 
+/// A callable taking (begin, end), by address, without an allocation (see for_parts).
+struct PartsBody {
+  const void* f;
+  void (*call)(const void* f, int64_t begin, int64_t end);
+};
+void for_parts(int64_t n, PartsBody body, int64_t serial_below);
+
 /// f(begin, end) for the parts of [0, n), one contiguous part per thread of a team_size() team:
 /// the passes over memory of the large elementwise kernels. Below `serial_below` entries, one
 /// part on the calling thread (a team costs more than it saves there).
-void for_parts(int64_t n, const std::function<void(int64_t, int64_t)>& f,
-               int64_t serial_below = int64_t{1} << 18);
+template <class F>
+void for_parts(int64_t n, const F& f, int64_t serial_below = int64_t{1} << 18) {
+  const auto call = [](const void* g, int64_t b, int64_t e) { (*static_cast<const F*>(g))(b, e); };
+  for_parts(n, PartsBody{&f, call}, serial_below);
+}
 
 /// The team for `wanted` threads when `cores` cores may be used and other processes kept
 /// `others_busy` of them busy: one per core that others used less than a quarter of, at least

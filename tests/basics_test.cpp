@@ -139,6 +139,23 @@ TEST(Factories, RngUniformIsTheStandardDistributionsStream) {
     EXPECT_EQ(differ, 0) << "seed " << seed;
     EXPECT_EQ(rng.engine(), engine) << "seed " << seed << ": one engine draw per number";
   }
+  // Draws random streams hardly reach: 0, the boundaries of doubles' rounding and the draws that
+  // round up to 2^64 (taken as the largest double below 1), against generate_canonical itself
+  // on an engine that returns the draw.
+  struct Fixed {
+    using result_type = uint64_t;
+    uint64_t v;
+    static constexpr uint64_t min() { return 0; }
+    static constexpr uint64_t max() { return UINT64_MAX; }
+    uint64_t operator()() { return v; }
+  };
+  for (const uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 53, (uint64_t{1} << 53) + 1,
+                           UINT64_MAX - 2048, UINT64_MAX - 1025, UINT64_MAX - 1024,
+                           UINT64_MAX - 1, UINT64_MAX}) {
+    Fixed engine{v};
+    EXPECT_EQ(Rng::unit(v), (std::generate_canonical<double, 53>(engine))) << "draw " << v;
+  }
+  EXPECT_LT(Rng::unit(UINT64_MAX), 1.0);
   // Negative control: a stream one draw behind differs almost everywhere.
   Rng rng(7);
   std::mt19937_64 engine(7);

@@ -150,6 +150,31 @@ TEST(EdgeNonFinite, SoftmaxRowsWithNanOrInfAreNan) {
     }
 }
 
+// max_pool2d's gradient is 0 plus dY at each window's maximum and 0 elsewhere, as zeros with dY
+// added make it: a dY of -0 gives +0 there, in the 2 x 2 tiles' own scatter (odd sizes: the last
+// row and column in no window) and in the general one (overlapping windows).
+TEST(EdgeValues, MaxPoolGradientOfMinusZeroIsPlusZero) {
+  tg::Rng rng(3);
+  const Tensor x = tg::randn({2, 3, 5, 7}, rng, tg::Dtype::f64).set_requires_grad();
+  for (const bool tiles : {true, false}) {
+    SCOPED_TRACE(tiles ? "2 x 2 tiles" : "overlapping windows");
+    const Tensor y = tiles ? tg::max_pool2d(x, 2) : tg::max_pool2d(x, 2, 1, 0);
+    const Tensor dx = tg::grad({y}, {x}, {tg::full(y.shape(), -0.0, tg::Dtype::f64)})[0];
+    int64_t minus = 0;
+    for (double v : dx.to_vector()) {
+      EXPECT_EQ(v, 0.0);
+      minus += std::signbit(v);
+    }
+    EXPECT_EQ(minus, 0);
+  }
+  // Negative control: a dY of -1 reaches the 36 tiles' maxima as -1 each.
+  const Tensor y = tg::max_pool2d(x, 2);
+  const Tensor d1 = tg::grad({y}, {x}, {tg::full(y.shape(), -1.0, tg::Dtype::f64)})[0];
+  int64_t ones = 0;
+  for (double v : d1.to_vector()) ones += v == -1.0;
+  EXPECT_EQ(ones, 36);
+}
+
 TEST(EdgeNonFinite, MatmulAndAddPropagate) {
   for (int64_t n : {2, 24}) {  // a tiny product and one through Eigen's blocked GEMM
     SCOPED_TRACE("n = " + std::to_string(n));

@@ -189,6 +189,9 @@ TEST(EdgeEmpty, EveryOpGivesADefinedResult) {
        {0, 3, 2}, {}},
       {"attention_qkv_C0", {3, 0}, [](X x) { return tg::causal_attention_qkv(x, 1, 1.0); },
        {3, 0}, {}},
+      {"max_pool2d_N0", {0, 2, 4, 4}, [](X x) { return tg::max_pool2d(x, 2); }, {0, 2, 2, 2}, {}},
+      {"max_pool2d_C0_3x3", {2, 0, 4, 4}, [](X x) { return tg::max_pool2d(x, 3, 1, 1); },
+       {2, 0, 4, 4}, {}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

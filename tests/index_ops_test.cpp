@@ -12,6 +12,7 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/check/gradcheck.h>
+#include <tapegrad/ops/dropout.h>
 #include <tapegrad/ops/ops.h>
 
 namespace {
@@ -288,17 +289,39 @@ TEST(Dropout, MaskIsOneUniformDrawPerEntry) {
       const std::vector<double> y = tg::dropout(tg::ones({n}, dtype), p, true, rng).to_vector();
       const double scale = dtype == tg::Dtype::f32 ? double(float(1 / (1 - p))) : 1 / (1 - p);
       int64_t differ = 0;
-      for (int64_t i = 0; i < n; ++i) differ += y[i] != (reference.uniform(0, 1) >= p ? scale : 0.0);
+      for (int64_t i = 0; i < n; ++i)
+        differ += y[i] != (reference.uniform(0, 1) >= p ? scale : 0.0);
       EXPECT_EQ(differ, 0) << "p " << p;
       EXPECT_EQ(rng.engine(), reference.engine()) << "p " << p;
     }
   // Negative control: the reference one draw behind disagrees.
   tg::Rng rng(17), behind(17);
   behind.engine().discard(1);
-  const std::vector<double> y = tg::dropout(tg::ones({1000}, tg::Dtype::f64), 0.5, true, rng).to_vector();
+  const std::vector<double> y =
+      tg::dropout(tg::ones({1000}, tg::Dtype::f64), 0.5, true, rng).to_vector();
   int64_t differ = 0;
   for (double v : y) differ += v != (behind.uniform(0, 1) >= 0.5 ? 2.0 : 0.0);
   EXPECT_GT(differ, 300);
+}
+
+// The threshold itself (random draws almost never land next to it): the least draw k with
+// unit(k) >= p, so unit(k - 1) < p, at rates with exact and inexact thresholds, at the ends of
+// [0, 1) and at every double near 0.25 and 1 - 2^-53.
+TEST(Dropout, FirstKeptDrawIsTheLeastDrawAtOrAboveTheRate) {
+  std::vector<double> rates = {0.0,  0x1p-64, 0x1.8p-64, 1e-300, 1e-20, 0.1,      0.25,
+                               1.0 / 3, 0.5, 0.75, 0.9,      0.999999, 1 - 0x1p-53};
+  for (double p = 0.25, k = 0; k < 4; ++k, p = std::nextafter(p, 1.0)) rates.push_back(p);
+  for (double p = 0.25, k = 0; k < 4; ++k, p = std::nextafter(p, 0.0)) rates.push_back(p);
+  rates.push_back(std::nextafter(1 - 0x1p-53, 0.0));
+  for (const double p : rates) {
+    const uint64_t k = tg::detail::first_kept_draw(p);
+    EXPECT_GE(tg::Rng::unit(k), p) << "p " << p;
+    if (k > 0) EXPECT_LT(tg::Rng::unit(k - 1), p) << "p " << p;
+  }
+  EXPECT_EQ(tg::detail::first_kept_draw(0.0), 0u);
+  // 2^62 - 256 lies halfway between the doubles 2^62 - 512 and 2^62 and rounds to the even one,
+  // 2^62: the first draw that makes 0.25; 2^62 - 257 makes the double below.
+  EXPECT_EQ(tg::detail::first_kept_draw(0.25), (uint64_t{1} << 62) - 256);
 }
 
 TEST(Dropout, SameSeedSameMask) {

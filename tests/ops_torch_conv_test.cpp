@@ -167,11 +167,16 @@ std::vector<MultiCase> conv_cases() {
   norm_cases(c);
   // 3 x 3 at stride 1 over 8 or more channels a group: Winograd's kernels (ops/winograd.h): even
   // and odd outputs, padding, groups, and planes large enough for several chunks of images on
-  // several threads. (Last, so the cases above keep the inputs they were drawn.)
+  // several threads; without padding and with an even output (6 x 6, 10 x 8, and in groups) the
+  // transforms read and fold the planes in place. (Last, so the cases above keep the inputs they
+  // were drawn.)
   for (const Conv& k : std::vector<Conv>{{{2, 8, 6, 6}, {3, 8, 3, 3}, true, 1, 1, 1, 1},
                                          {{1, 16, 5, 7}, {4, 8, 3, 3}, true, 1, {2, 1}, 1, 2},
                                          {{3, 8, 9, 4}, {2, 8, 3, 3}, false, 1, 0, 1, 1},
-                                         {{3, 8, 40, 40}, {2, 8, 3, 3}, true, 1, 1, 1, 1}})
+                                         {{3, 8, 40, 40}, {2, 8, 3, 3}, true, 1, 1, 1, 1},
+                                         {{2, 8, 6, 6}, {3, 8, 3, 3}, true, 1, 0, 1, 1},
+                                         {{2, 8, 10, 8}, {2, 8, 3, 3}, false, 1, 0, 1, 1},
+                                         {{1, 16, 6, 8}, {4, 8, 3, 3}, true, 1, 0, 1, 2}})
     add_conv2d(k);
   // At most 27 taps an output at stride 1: the direct forward (ops/conv_direct.h): rows of whole
   // blocks and a last block overlapping the one before (W_out 26, 19 and 20), a row of exactly

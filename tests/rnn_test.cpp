@@ -184,35 +184,38 @@ TEST(Scans, ABatchOf32EqualsItsQuartersRunAlone) {
 // moves W's gradient.
 TEST(Scans, StatesWithoutGradientsLeaveTheOtherGradientsAsTheyWere) {
   Rng rng(8);
-  const int64_t T = 3, B = 5, H = 4;
-  const auto r = [&](Shape s) { return scale(randn(s, rng, Dtype::f64), 0.5); };
-  const Tensor gi4 = r({T, B, 4 * H}), W4 = r({4 * H, H}), b4 = r({4 * H}), c0 = r({B, H});
-  const Tensor gi3 = r({T, B, 3 * H}), W3 = r({3 * H, H}), b3 = r({3 * H});
-  const Tensor R = r({T, B, H}), R2 = r({2, T, B, H});
-  // gi's, W's and b's gradients of sum(Y R); h0 (and c0) with or without a gradient.
-  const auto grads = [&](bool lstm, const Tensor& h0, bool state_grad, bool create_graph) {
-    const Tensor gi = (lstm ? gi4 : gi3).detach().set_requires_grad();
-    const Tensor W = (lstm ? W4 : W3).detach().set_requires_grad();
-    const Tensor b = (lstm ? b4 : b3).detach().set_requires_grad();
-    const Tensor h = state_grad ? h0.detach().set_requires_grad() : h0.detach();
-    const Tensor c = state_grad ? c0.detach().set_requires_grad() : c0.detach();
-    const Tensor y = lstm ? lstm_scan(gi, W, b, h, c) : gru_scan(gi, W, b, h);
-    return tg::grad({sum(mul(y, lstm ? R2 : R))}, {gi, W, b}, {}, create_graph);
-  };
-  for (const bool lstm : {true, false}) {
-    SCOPED_TRACE(lstm ? "lstm_scan" : "gru_scan");
-    for (const Tensor& h0 : {zeros({B, H}, Dtype::f64), r({B, H})}) {
-      const std::vector<Tensor> kernel = grads(lstm, h0, false, false);
-      const std::vector<Tensor> formula = grads(lstm, h0, false, true);
-      const std::vector<Tensor> with_state = grads(lstm, h0, true, false);
-      for (std::size_t k = 0; k < 3; ++k) {
-        EXPECT_LT(max_abs_diff(kernel[k], formula[k]), 1e-13) << "input " << k;
-        EXPECT_LT(max_abs_diff(kernel[k], with_state[k]), 1e-15) << "input " << k;
+  for (const int64_t T : {int64_t{3}, int64_t{1}}) {  // one step: h0's term is all of W's
+    SCOPED_TRACE("T " + std::to_string(T));
+    const int64_t B = 5, H = 4;
+    const auto r = [&](Shape s) { return scale(randn(s, rng, Dtype::f64), 0.5); };
+    const Tensor gi4 = r({T, B, 4 * H}), W4 = r({4 * H, H}), b4 = r({4 * H}), c0 = r({B, H});
+    const Tensor gi3 = r({T, B, 3 * H}), W3 = r({3 * H, H}), b3 = r({3 * H});
+    const Tensor R = r({T, B, H}), R2 = r({2, T, B, H});
+    // gi's, W's and b's gradients of sum(Y R); h0 (and c0) with or without a gradient.
+    const auto grads = [&](bool lstm, const Tensor& h0, bool state_grad, bool create_graph) {
+      const Tensor gi = (lstm ? gi4 : gi3).detach().set_requires_grad();
+      const Tensor W = (lstm ? W4 : W3).detach().set_requires_grad();
+      const Tensor b = (lstm ? b4 : b3).detach().set_requires_grad();
+      const Tensor h = state_grad ? h0.detach().set_requires_grad() : h0.detach();
+      const Tensor c = state_grad ? c0.detach().set_requires_grad() : c0.detach();
+      const Tensor y = lstm ? lstm_scan(gi, W, b, h, c) : gru_scan(gi, W, b, h);
+      return tg::grad({sum(mul(y, lstm ? R2 : R))}, {gi, W, b}, {}, create_graph);
+    };
+    for (const bool lstm : {true, false}) {
+      SCOPED_TRACE(lstm ? "lstm_scan" : "gru_scan");
+      for (const Tensor& h0 : {zeros({B, H}, Dtype::f64), r({B, H})}) {
+        const std::vector<Tensor> kernel = grads(lstm, h0, false, false);
+        const std::vector<Tensor> formula = grads(lstm, h0, false, true);
+        const std::vector<Tensor> with_state = grads(lstm, h0, true, false);
+        for (std::size_t k = 0; k < 3; ++k) {
+          EXPECT_LT(max_abs_diff(kernel[k], formula[k]), 1e-13) << "input " << k;
+          EXPECT_LT(max_abs_diff(kernel[k], with_state[k]), 1e-15) << "input " << k;
+        }
       }
+      const std::vector<Tensor> zero = grads(lstm, zeros({B, H}, Dtype::f64), false, false);
+      const std::vector<Tensor> shifted = grads(lstm, full({B, H}, 1e-3, Dtype::f64), false, false);
+      EXPECT_GT(max_abs_diff(zero[1], shifted[1]), 1e-6);
     }
-    const std::vector<Tensor> zero = grads(lstm, zeros({B, H}, Dtype::f64), false, false);
-    const std::vector<Tensor> shifted = grads(lstm, full({B, H}, 1e-3, Dtype::f64), false, false);
-    EXPECT_GT(max_abs_diff(zero[1], shifted[1]), 1e-6);
   }
 }
 
