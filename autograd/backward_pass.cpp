@@ -362,7 +362,7 @@ class Pass {
 
   // Refuses a gradient g for input i of n that is not of the input's shape and dtype.
   static void check_fits(const Node& n, int i, const Tensor& g) {
-    const Edge& e = n.next[i];
+    const Edge& e = n.next(i);
     const Shape& shape = e.leaf ? e.leaf->shape : e.node->output_shape;
     const Dtype dtype = e.leaf ? e.leaf->dtype : e.node->output_dtype;
     if (g.shape() != shape || g.dtype() != dtype)

@@ -106,7 +106,7 @@ Tensor tangent_of(const Tensor& t) {
   return Tensor(i.tangent);
 }
 
-std::unique_ptr<Tangents> gather_tangents(std::span<const Tensor> inputs) {
+std::unique_ptr<Tangents> gather_tangents(const InputRefs& inputs) {
   std::unique_ptr<Tangents> t;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     Tensor ti = tangent_of(inputs[i]);

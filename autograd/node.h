@@ -85,14 +85,15 @@ struct Recompute {
 };
 
 inline constexpr int kMaxSaved = kMaxInputs + 1;
-// Most ops save at most 4 tensors: a node keeps those in itself, and one that saves more (a
-// fused attention, an LSTM cell) gets one small array more, so every node is not sized for them.
-inline constexpr int kInlineSaved = 4;
+// Most ops read at most 4 inputs and save at most 3 tensors: a node keeps those in itself, and
+// one that has more (a fused attention, an LSTM cell) gets one small array more, so that every
+// node is not sized for them.
+inline constexpr int kInlineInputs = 4;
+inline constexpr int kInlineSaved = 3;
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
   const char* op = "";
-  std::array<Edge, kMaxInputs> next{};
   // (The small members sit in pairs, so that the node carries little padding: a node is made
   // per op call.)
   int num_inputs = 0;
@@ -130,20 +131,56 @@ class Node : public std::enable_shared_from_this<Node> {
   ~Node();
   /// Drops what backward needed (closures, saved output).
   void release();
-  /// The edges to the inputs: next[0, num_inputs), or a checkpointed region's.
+  /// The edges to the inputs, next(0 .. num_inputs - 1), or a checkpointed region's.
   std::span<const Edge> edges() const {
-    return recompute ? std::span<const Edge>(recompute->edges) : std::span<const Edge>(next.data(), num_inputs);
+    return recompute ? std::span<const Edge>(recompute->edges) : std::span<const Edge>(next_, num_inputs);
   }
+  /// The edge to input i, i < num_inputs.
+  const Edge& next(int i) const { return next_[i]; }
+  Edge& next(int i) { return next_[i]; }
+  /// Makes room for n edges (once, before any is set): in the node for up to kInlineInputs, else
+  /// in one array. Throws MemoryError.
+  void reserve_inputs(int n);
   /// Notes one more tensor the derivative reads. Throws GraphError past kMaxSaved, MemoryError.
   void add_saved(const SavedVersion& v);
 
  private:
+  Edge* next_ = inline_next_.data();  // inline_next_, or more_next_ for an op of many inputs
+  std::array<Edge, kInlineInputs> inline_next_{};
+  std::unique_ptr<Edge[]> more_next_;
   std::array<SavedVersion, kInlineSaved> inline_saved_;
   std::unique_ptr<SavedVersion[]> more_saved_;  // saved tensors kInlineSaved and on, when used
 };
 
 /// Makes a node (one block, from the per-thread pool).
 std::shared_ptr<Node> make_node();
+
+/// The inputs an op records, by reference: `record("mul", Y, {A, B})` copies no handle until it
+/// makes an edge (a copy of a handle is an atomic count in a program with threads). A parameter
+/// type only: it refers to the braced list or the vector it was made from.
+class InputRefs {
+ public:
+  // (GCC warns that keeping list.begin() does not extend the list's life: it need not, since the
+  // braced list lives to the end of the call's full expression, and so does this parameter.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
+  InputRefs(std::initializer_list<std::reference_wrapper<const Tensor>> list)
+      : listed_(list.begin()), size_(list.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  InputRefs(std::span<const Tensor> tensors) : tensors_(tensors.data()), size_(tensors.size()) {}
+  InputRefs(const std::vector<Tensor>& tensors) : InputRefs(std::span<const Tensor>(tensors)) {}
+  std::size_t size() const { return size_; }
+  const Tensor& operator[](std::size_t i) const { return tensors_ ? tensors_[i] : listed_[i].get(); }
+
+ private:
+  const std::reference_wrapper<const Tensor>* listed_ = nullptr;
+  const Tensor* tensors_ = nullptr;
+  std::size_t size_;
+};
 
 namespace detail {
 /// While alive, every node this thread records is appended to `nodes` (the innermost collector
@@ -171,20 +208,17 @@ class ReadCollector {
   ReadCollector& operator=(const ReadCollector&) = delete;
   /// Whether one is alive on this thread.
   static bool active();
-  static void note(std::span<const Tensor> inputs);
+  static void note(const InputRefs& inputs);
 
  private:
   std::vector<Edge>* outer_;
 };
 /// A tensor of `storage`'s values as the output of `node` (its shape and dtype).
 Tensor node_output(std::shared_ptr<Node> node, std::shared_ptr<Storage> storage);
-bool any_requires_grad(std::span<const Tensor> inputs);
-inline bool any_requires_grad(std::initializer_list<Tensor> inputs) {
-  return any_requires_grad(std::span(inputs.begin(), inputs.size()));
-}
+bool any_requires_grad(const InputRefs& inputs);
 /// Makes the node of `out`, with edges to `inputs`, and returns `out` attached to it; `node` is
 /// set to the node. Throws GraphError for more than kMaxInputs inputs.
-Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
+Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
               const std::source_location& where, Node*& node);
 /// Notes that the node's derivative reads its output (kept, and its version checked).
 void save_output(Node& node, const Tensor& out);
@@ -192,7 +226,7 @@ void save_output(Node& node, const Tensor& out);
 void save(Node& node, const Tensor& t);
 
 /// The inputs' tangents at the open forward-AD level, or null when none has one.
-std::unique_ptr<Tangents> gather_tangents(std::span<const Tensor> inputs);
+std::unique_ptr<Tangents> gather_tangents(const InputRefs& inputs);
 /// Makes t (checked against out's shape and dtype; undefined: none) out's tangent, and the
 /// node's record of it. Throws GraphError naming op when t does not fit.
 void set_output_tangent(Tensor& out, Node* node, const char* op, const Tensor& t,
@@ -302,7 +336,7 @@ class Recording {
 
 /// Starts recording `out` as made by `op` from `inputs` (see Recording). Throws GraphError for
 /// more than kMaxInputs inputs.
-inline Recording record(const char* op, Tensor out, std::span<const Tensor> inputs,
+inline Recording record(const char* op, Tensor out, const InputRefs& inputs,
                         const std::source_location& where = std::source_location::current()) {
   std::unique_ptr<Tangents> tangents;
   if (detail::forward_level() != 0) [[unlikely]]
@@ -316,10 +350,6 @@ inline Recording record(const char* op, Tensor out, std::span<const Tensor> inpu
   Node* node;
   Tensor y = detail::attach(std::move(out), op, inputs, where, node);
   return Recording(std::move(y), node, op, std::move(tangents), where);
-}
-inline Recording record(const char* op, Tensor out, std::initializer_list<Tensor> inputs,
-                        const std::source_location& where = std::source_location::current()) {
-  return record(op, std::move(out), std::span(inputs.begin(), inputs.size()), where);
 }
 
 /// Gradients of `outputs` (weighted by `grad_outputs`) with respect to `inputs`, returned rather

@@ -11,8 +11,8 @@
 
 namespace tg::detail {
 
-inline constexpr std::size_t kPoolGranule = 32;  // size classes of 32, 64, ..., 512 bytes
-inline constexpr std::size_t kPoolClasses = 16;
+inline constexpr std::size_t kPoolGranule = 32;  // size classes of 32, 64, ..., 1024 bytes
+inline constexpr std::size_t kPoolClasses = 32;
 inline constexpr std::size_t kPoolMaxCached = 1 << 14;  // blocks kept per class and thread
 
 struct PoolBlock {

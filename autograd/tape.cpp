@@ -121,7 +121,7 @@ void check_versions(const Node& n) {
 Node::~Node() {
   ReleaseQueue& q = release_queue;
   for (int i = 0; i < num_inputs; ++i)
-    if (next[i].node) enqueue(q.nodes, next[i].node);
+    if (next_[i].node) enqueue(q.nodes, next_[i].node);
   if (recompute) {
     for (Edge& e : recompute->edges)
       if (e.node) enqueue(q.nodes, e.node);
@@ -130,6 +130,16 @@ Node::~Node() {
   drop_closure(formula, q);
   drop_closure(kernel, q);
   drain(q);
+}
+
+void Node::reserve_inputs(int n) {
+  if (n <= kInlineInputs) return;
+  try {
+    more_next_ = std::make_unique<Edge[]>(n);
+  } catch (const std::bad_alloc&) {
+    throw MemoryError("record: out of memory for the inputs of '%s'", op);
+  }
+  next_ = more_next_.get();
 }
 
 void Node::add_saved(const SavedVersion& v) {
@@ -194,9 +204,10 @@ void NodeCollector::note(Node* n) {
 ReadCollector::ReadCollector(std::vector<Edge>& edges) : outer_(std::exchange(innermost_reads, &edges)) {}
 ReadCollector::~ReadCollector() { innermost_reads = outer_; }
 bool ReadCollector::active() { return innermost_reads != nullptr; }
-void ReadCollector::note(std::span<const Tensor> inputs) {
+void ReadCollector::note(const InputRefs& inputs) {
   std::vector<Edge>& edges = *innermost_reads;
-  for (const Tensor& t : inputs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     if (!t.defined() || !t.requires_grad()) continue;
     Edge e;
     if (t.is_leaf())
@@ -208,9 +219,9 @@ void ReadCollector::note(std::span<const Tensor> inputs) {
   }
 }
 
-bool any_requires_grad(std::span<const Tensor> inputs) {
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
+bool any_requires_grad(const InputRefs& inputs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) return true;
   return false;
 }
 
@@ -226,7 +237,7 @@ void save_output(Node& node, const Tensor& out) {
   node.output_version = out.version();
 }
 
-Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
+Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
               const std::source_location& where, Node*& raw) {
   if (inputs.size() > static_cast<std::size_t>(kMaxInputs))
     throw GraphError(std::string("record: '") + op + "' has " + std::to_string(inputs.size()) +
@@ -241,16 +252,18 @@ Tensor attach(Tensor out, const char* op, std::span<const Tensor> inputs,
     node->where = w->where;
     node->within = w->op;
   }
-  int i = 0;
-  for (const Tensor& t : inputs) {
-    Edge& e = node->next[i++];
+  const int n = static_cast<int>(inputs.size());
+  node->reserve_inputs(n);
+  for (int i = 0; i < n; ++i) {
+    const Tensor& t = inputs[i];
+    Edge& e = node->next(i);
     if (!t.defined() || !t.requires_grad()) continue;
     if (t.is_leaf())
       e.leaf = t.impl_ptr();
     else
       e.node = t.impl().grad_fn;
   }
-  node->num_inputs = i;
+  node->num_inputs = n;
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
   // A fresh output (the usual case) is marked in place; one the op returned from elsewhere (a

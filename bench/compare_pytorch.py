@@ -75,6 +75,12 @@ at each thread count of --threads, under the same rules:
 nn::LSTM (BM_LSTM_FwdBwd of bench/rnn_bench.cpp) against torch.nn.LSTM, each giving the input and
 every parameter its gradient of sum(output * w) with fixed random w, at each thread count of
 --threads. Target: at most 0.8x PyTorch's time at one thread.
+--overhead compares what an op costs beyond its arithmetic: a chain of 256 scalar ops (y = y * w + b,
+double) on leaves that take a gradient, recorded and then its backward into the leaves, and
+forward alone with no tape (tapegrad: BM_OpChain_FwdBwd / BM_OpChain_Fwd of
+bench/overhead_bench.cpp, with its "tape bytes/op" counter; PyTorch: torch_side.py op_chain).
+Targets, at one thread: a recorded op with its backward at most 150 ns, and at most 400 bytes of
+tape per recorded scalar op. (libtorch has no column here yet.)
 
 The header says which convolution PyTorch runs: one forward and backward of Net under
 ONEDNN_VERBOSE=1 (torch 1.13's oneDNN 2.6 then prints a line per primitive it runs; it honours
@@ -87,7 +93,7 @@ aten::_slow_conv2d_forward, aten::thnn_conv2d" (THNN's im2col and GEMM).
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
            [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy] [--functional]
-           [--lstm]
+           [--lstm] [--overhead]
            [--cnn [--cnn-limit N] [--tapegrad build/release/tools/tapegrad]
                   [--images /usr/share/datasets/fashion-mnist]]
 """
@@ -115,6 +121,7 @@ CONV_CASES = [(64, 1, 32, 28), (64, 32, 64, 26)]  # (N, C_in, C_out, H): Net's c
 CONV_NAME = "BM_Conv2d_MNIST_{}<float>/N:{}/C_in:{}/C_out:{}/H:{}"
 LSTM_CASE = (32, 64, 256, 256)  # (B, T, I, H)
 LSTM_NAME = "BM_LSTM_FwdBwd<float>/B:{}/T:{}/I:{}/H:{}"
+CHAIN_OPS = 256  # bench/overhead_bench.cpp's chain
 CNN_BOUNDS = {1: 0.6, 2: 0.5}  # threads: an epoch's time over PyTorch's, at most
 TRAIN_IMAGES, BATCH = 60000, 64
 TORCH_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_side.py")
@@ -194,7 +201,8 @@ def run_tapegrad(bench, name, threads, min_time):
     if not rows:
         raise SystemExit(f"compare_pytorch: no benchmark named {name}")
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[rows[0]["time_unit"]]
-    return {"seconds": rows[0]["real_time"] * scale, "cpu_seconds": rows[0]["cpu_time"] * scale}
+    return {"seconds": rows[0]["real_time"] * scale, "cpu_seconds": rows[0]["cpu_time"] * scale,
+            "tape_bytes_per_op": rows[0].get("tape bytes/op")}
 
 
 def peak_rss_mb(cmd, env):
@@ -521,6 +529,34 @@ def compare_lstm(a, threads, allocators, targets):
         targets.check(t <= 0.8 * pt, f"1T LSTM fwd+bwd: {t / pt:.2f}x PyTorch's time (<= 0.8x)")
 
 
+def compare_overhead(a, threads, allocators, targets):
+    """What an op costs beyond its arithmetic: a chain of CHAIN_OPS scalar ops (bench/
+    overhead_bench.cpp), double, recorded with its backward and forward alone (no tape); the
+    first against its bounds of 150 ns an op and 400 bytes of tape an op."""
+    print(f"\nPer-op overhead: a chain of {CHAIN_OPS} scalar ops (y = y * w + b), double, "
+          f"{threads} thread(s)\n")
+    print("| case | tapegrad | PyTorch | PyTorch / tapegrad | tapegrad's tape | PyTorch's "
+          "allocator |")
+    print("|---|---|---|---|---|---|")
+    for mode, bench_name in (("fwdbwd", "BM_OpChain_FwdBwd"), ("fwd", "BM_OpChain_Fwd")):
+        tgs, pts = [], []
+        for _ in range(a.repeat):
+            tgs.append(run_tapegrad(a.bench, f"{bench_name}<double>/N:{CHAIN_OPS}", threads,
+                                    a.min_time))
+            pts.append(best_torch(["op_chain", CHAIN_OPS, "double", mode, threads, a.min_time],
+                                  allocators, threads))
+        tg = min(tgs, key=lambda r: r["seconds"])
+        pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
+        t, pt = tg["seconds"] / CHAIN_OPS, pt_run["seconds"] / CHAIN_OPS
+        tape = tg["tape_bytes_per_op"]
+        what = "recorded op + its backward" if mode == "fwdbwd" else "op, no tape"
+        print(f"| {what} | {t * 1e9:.0f} ns | {pt * 1e9:.0f} ns | {pt / t:.1f}x | "
+              + (f"{tape:.0f} bytes/op" if tape else "-") + f" | {alloc} |", flush=True)
+        if mode == "fwdbwd" and threads == 1:
+            targets.check(t <= 150e-9, f"1T recorded op + backward: {t * 1e9:.0f} ns (<= 150 ns)")
+            targets.check(tape <= 400, f"tape per recorded scalar op: {tape:.0f} bytes (<= 400)")
+
+
 def conv2d_memory(a, allocators, targets):
     """The working memory of conv2d forward+backward at Net's two shapes, float, one thread: each
     side's peak RSS running the measurement once less the same process's peak without it (the
@@ -643,6 +679,8 @@ def main():
                          "unchecked)")
     ap.add_argument("--lstm", action="store_true",
                     help="also a one-layer LSTM (B 32, T 64, 256 -> 256) forward+backward")
+    ap.add_argument("--overhead", action="store_true",
+                    help="also the per-op overhead: a chain of 256 scalar ops, double")
     ap.add_argument("--tapegrad", default="build/release/tools/tapegrad",
                     help="the tapegrad binary that trains --cnn's epoch")
     ap.add_argument("--images", default="/usr/share/datasets/fashion-mnist",
@@ -690,6 +728,9 @@ def main():
         if a.lstm:
             for threads in threads_list:
                 compare_lstm(a, threads, allocators, targets)
+        if a.overhead:
+            for threads in threads_list:
+                compare_overhead(a, threads, allocators, targets)
         if a.busy:
             busy_targets(a, results, targets)
         for threads in threads_list:

@@ -267,6 +267,32 @@ def lstm(B, T, I, H, dtype, threads, min_time):
     print(json.dumps(time_loop(step, min_time)))
 
 
+def op_chain(n, dtype, mode, threads, min_time):
+    """BM_OpChain_FwdBwd / BM_OpChain_Fwd: a chain of n scalar ops, y = y * w + b repeated, on
+    leaves that take a gradient; mode "fwdbwd" (backward into x, w and b) or "fwd" (under
+    no_grad). Seconds per chain: divide by n for an op's overhead."""
+    torch.set_num_threads(threads)
+    dt = torch.float32 if dtype == "float" else torch.float64
+    x, w, b = (torch.tensor(v, dtype=dt, requires_grad=True) for v in (0.5, 0.999, 0.001))
+
+    def chain():
+        y = x
+        for _ in range(n // 2):
+            y = y * w + b
+        return y
+
+    def step():
+        for t in (x, w, b):
+            t.grad = None
+        chain().backward()
+
+    def forward():
+        with torch.no_grad():
+            chain()
+
+    print(json.dumps(time_loop(step if mode == "fwdbwd" else forward, min_time)))
+
+
 def bare(threads):
     torch.set_num_threads(threads)
     print(json.dumps({}))
@@ -430,6 +456,7 @@ MEASUREMENTS = {
     "cnn_recipe": (cnn_recipe, [str, int, int]),
     "conv_backend": (conv_backend, [int]),
     "bare": (bare, [int]),
+    "op_chain": (op_chain, [int, str, str, int, float]),
 }
 
 

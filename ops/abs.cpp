@@ -32,7 +32,7 @@ Tensor abs(const Tensor& X, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).abs();
   });
-  return record("abs", Y, {X}, where)
+  return record("abs", std::move(Y), {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads { return {mul(dY, sign_of(X))}; })
       .jvp([&](const Tangents& t) { return mul(t[0], sign_of(X)); });

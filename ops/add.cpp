@@ -16,7 +16,7 @@ Tensor add(const Tensor& A, const Tensor& B, const std::source_location& where) 
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("add", A, B, [](auto x, auto y) { return x + y; });
   });
-  return record("add", Y, {A, B}, where)
+  return record("add", std::move(Y), {A, B}, where)
       .formula([sA = A.shape(), sB = B.shape()](const Tensor& dY) -> Grads {
         return {sum_to(dY, sA), sum_to(dY, sB)};
       })

@@ -60,11 +60,11 @@ Tensor add_mask(const Tensor& X, const Tensor& M, const std::source_location& wh
   // Records nothing; under checkpoint's forward, notes that X was read; in forward mode, X's
   // tangent still goes through (keep made only then).
   if (!is_grad_enabled() || !X.requires_grad())
-    return record("add_mask", Y, {X}, where).jvp([&](const Tangents& t) {
+    return record("add_mask", std::move(Y), {X}, where).jvp([&](const Tangents& t) {
       return keep_visible(t[0], visible(M));
     });
   const Tensor keep = visible(M);
-  return record("add_mask", Y, {X}, where)
+  return record("add_mask", std::move(Y), {X}, where)
       .formula([keep](const Tensor& dY) -> Grads { return {keep_visible(dY, keep)}; })
       .jvp([&](const Tangents& t) { return keep_visible(t[0], keep); });
 }

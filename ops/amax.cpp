@@ -41,7 +41,7 @@ Tensor extreme_value(const char* op, const Tensor& X, int axis, bool keepdim, bo
         y[o * r.inner + i] = best;
       }
   });
-  return record(op, Y, {X}, where)
+  return record(op, std::move(Y), {X}, where)
       .formula([S, kept = r.kept](const Tensor& dY) -> Grads {
         return {mul(reshape(dY, kept.vec()), S)};
       })

@@ -171,7 +171,7 @@ Tensor batch_norm(const Tensor& X, const Tensor& running_mean, const Tensor& run
     mu_c = from_vector(mu, Shape(s), X.dtype());
     r_c = from_vector(rstd, Shape(s), X.dtype());
   }
-  return record("batch_norm", Y, {X, W, B}, where)
+  return record("batch_norm", std::move(Y), {X, W, B}, where)
       .saves(X, W)
       .formula([X, W, B, mu_c, r_c, eps](const Tensor& dY) -> Grads {
         return batch_norm_formula(X, W, B, mu_c, r_c, eps, dY);

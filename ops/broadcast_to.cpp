@@ -53,7 +53,7 @@ Tensor broadcast_to(const Tensor& X, const Shape& shape, const std::source_locat
       py += row;
     });
   });
-  return record("broadcast_to", Y, {X}, where)
+  return record("broadcast_to", std::move(Y), {X}, where)
       .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {sum_to(dY, sX)}; })
       .jvp([&](const Tangents& t) { return broadcast_to(t[0], shape); });
 }

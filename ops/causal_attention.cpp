@@ -286,7 +286,7 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
              const std::source_location& where) {
   Tensor O(with_rows(V, s.T), Q.dtype()), tO;  // (.., T, d_v)
   const Kept kept = forward_or_dual(Q, K, V, O, tO, s, sc);
-  return record(op, O, {Q, K, V}, where)
+  return record(op, std::move(O), {Q, K, V}, where)
       .saves(Q, K, V)
       .formula([Q, K, V, s, sc, formula](const Tensor& dO) { return formula(Q, K, V, dO, s, sc); })
       .kernel([Q, K, V, kept, s, sc](const Tensor& dO, const Tensor& O) -> Grads {
@@ -344,7 +344,7 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
   shape.back() = C;
   Tensor O(Shape(shape), QKV.dtype()), tO;  // (.., T, C)
   const Kept kept = forward_or_dual(QKV, QKV, QKV, O, tO, s, sc);
-  return record("causal_attention_qkv", O, {QKV}, where)
+  return record("causal_attention_qkv", std::move(O), {QKV}, where)
       .saves(QKV)
       .formula([QKV, C, s, sc](const Tensor& dO) {
         const std::vector<Tensor> qkv = split(QKV, C, -1);  // 3 x (.., T, C)

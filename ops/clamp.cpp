@@ -40,7 +40,7 @@ Tensor clamp(const Tensor& X, double lo, double hi, const std::source_location& 
     detail::MapArr<T>(Y.data<T>(), n) =
         (x < T(lo)).select(T(lo), (x > T(hi)).select(T(hi), x));
   });
-  return record("clamp", Y, {X}, where)
+  return record("clamp", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, lo, hi](const Tensor& dY) -> Grads { return {mul(dY, inside(X, lo, hi))}; })
       .jvp([&](const Tangents& t) { return mul(t[0], inside(X, lo, hi)); });

@@ -19,7 +19,7 @@ Tensor div(const Tensor& A, const Tensor& B, const std::source_location& where) 
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("div", A, B, [](auto x, auto y) { return x / y; });
   });
-  return record("div", Y, {A, B}, where)
+  return record("div", std::move(Y), {A, B}, where)
       .saves(B)
       .formula(
           [B, sA = A.shape(), da = A.requires_grad()](const Tensor& dY, const Tensor& Y) -> Grads {

@@ -22,7 +22,7 @@ Tensor erf(const Tensor& X, const std::source_location& where) {
     T* y = Y.data<T>();
     for (int64_t i = 0, n = X.numel(); i < n; ++i) y[i] = std::erf(x[i]);
   });
-  return record("erf", Y, {X}, where)
+  return record("erf", std::move(Y), {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads {
         return {mul(dY, scale(exp(scale(mul(X, X), -1.0)), 2.0 / std::sqrt(std::numbers::pi)))};

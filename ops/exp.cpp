@@ -24,7 +24,7 @@ Tensor exp(const Tensor& X, const std::source_location& where) {
     for (int64_t i = 0; i < n; ++i)
       if (!(x[i] > lo && x[i] < hi)) y[i] = std::exp(x[i]);
   });
-  return record("exp", Y, {X}, where)
+  return record("exp", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads { return {mul(dY, Y)}; })
       .jvp([](const Tangents& t, const Tensor& Y) { return mul(t[0], Y); });
 }

@@ -75,7 +75,7 @@ Tensor gather(const Tensor& X, int axis, const Tensor& index, const std::source_
     T* y = Y.data<T>();
     for_each_target(X.shape(), index, ax, [&](int64_t k, int64_t off) { y[k] = x[off]; });
   });
-  return record("gather", Y, {X}, where)
+  return record("gather", std::move(Y), {X}, where)
       .saves(index)
       .formula([sX = X.shape(), ax, index, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, index, dY, where)};
@@ -96,7 +96,7 @@ Tensor scatter_add(const Tensor& X, int axis, const Tensor& index, const Tensor&
     T* y = Y.data<T>();
     for_each_target(X.shape(), index, ax, [&](int64_t k, int64_t off) { y[off] += s[k]; });
   });
-  return record("scatter_add", Y, {X, S}, where)
+  return record("scatter_add", std::move(Y), {X, S}, where)
       .saves(index)
       .formula([ax, index, where, gx = X.requires_grad(), gs = S.requires_grad()](const Tensor& dY) -> Grads {
         return {gx ? dY : Tensor(), gs ? gather(dY, ax, index, where) : Tensor()};

@@ -144,7 +144,7 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
     else
       gelu_erf_forward<T>(X.data<T>(), Y.data<T>(), X.numel(), tx, ty);
   });
-  return record("gelu", Y, {X}, where)
+  return record("gelu", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, tanh_mode](const Tensor& dY) -> Grads {
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};

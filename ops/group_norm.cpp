@@ -116,7 +116,7 @@ Tensor group_norm(const Tensor& X, int64_t groups, const Tensor& W, const Tensor
   check_inputs(X, groups, W, B, eps);
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() { group_norm_forward<T>(X, groups, W, B, eps, Y); });
-  return record("group_norm", Y, {X, W, B}, where)
+  return record("group_norm", std::move(Y), {X, W, B}, where)
       .saves(X, W)
       .formula([X, groups, W, B, eps](const Tensor& dY) -> Grads {
         return group_norm_formula(X, groups, W, B, eps, dY);

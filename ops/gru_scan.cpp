@@ -230,7 +230,7 @@ Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor
   Tensor S(Shape{d.T, d.B, 4 * d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, Y, S); });
   const bool h0_grad = h0.requires_grad();
-  return record("gru_scan", Y, {gi, W, b, h0}, where)
+  return record("gru_scan", std::move(Y), {gi, W, b, h0}, where)
       .saves(gi, W, b, h0)
       .formula([d, gi, W, b, h0](const Tensor& dY) -> Grads {
         return gru_scan_formula(d, gi, W, b, h0, dY);

@@ -180,7 +180,7 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
           row_tangent(w, rstd, xhat, tx).template cast<T>();
     }
   });
-  return record("layer_norm", Y, {X, W, B}, where)
+  return record("layer_norm", std::move(Y), {X, W, B}, where)
       .saves(X, W)
       .formula([X, W, B, eps](const Tensor& dY) -> Grads {
         return layer_norm_formula(X, W, B, eps, dY);

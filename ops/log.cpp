@@ -15,7 +15,7 @@ Tensor log(const Tensor& X, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).log();
   });
-  return record("log", Y, {X}, where)
+  return record("log", std::move(Y), {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads { return {div(dY, X)}; })
       .jvp([&](const Tangents& t) { return div(t[0], X); });

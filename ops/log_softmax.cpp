@@ -96,7 +96,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
                            Slice<T>(Y.data<T>() + start, r.n, Stride(r.inner)));
     });
   });
-  return record("log_softmax", Y, {X}, where)
+  return record("log_softmax", std::move(Y), {X}, where)
       .formula([dim, r](const Tensor& dY, const Tensor& Y) -> Grads {
         const Tensor dX = sub(dY, mul(exp(Y), sum(dY, dim, true)));
         const Tensor keep = live_slices(Y, r);

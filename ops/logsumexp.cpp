@@ -36,7 +36,7 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
       return static_cast<T>(std::log(s) + m);
     });
   });
-  return record("logsumexp", Y, {X}, where)
+  return record("logsumexp", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, kept = r.kept](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(reshape(dY, kept.vec()), exp(sub(X, reshape(Y, kept.vec()))))};

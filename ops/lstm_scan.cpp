@@ -264,7 +264,7 @@ Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tenso
   Tensor A(gi.shape(), gi.dtype()), C(Shape{d.T, d.B, d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A, C); });
   const bool state_grads = h0.requires_grad() || c0.requires_grad();
-  return record("lstm_scan", Y, {gi, W, b, h0, c0}, where)
+  return record("lstm_scan", std::move(Y), {gi, W, b, h0, c0}, where)
       .saves(gi, W, b, h0, c0)
       .formula([d, gi, W, b, h0, c0](const Tensor& dY) -> Grads {
         return lstm_scan_formula(d, gi, W, b, h0, c0, dY);

@@ -33,7 +33,7 @@ Tensor masked_fill(const Tensor& X, const Tensor& mask, double value,
       py[k] = pm[off[0]] ? v : px[k];
     });
   });
-  return record("masked_fill", Y, {X}, where_)
+  return record("masked_fill", std::move(Y), {X}, where_)
       .saves(mask)
       .formula([mask](const Tensor& dY) -> Grads { return {where(mask, 0.0, dY)}; })
       .jvp([&](const Tangents& t) { return where(mask, 0.0, t[0]); });

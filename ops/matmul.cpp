@@ -108,7 +108,7 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::sou
                       view(py + i * M * N, M, N));
     }
   });
-  return record("matmul", Y, {A, B}, where)
+  return record("matmul", std::move(Y), {A, B}, where)
       .saves(A, B)
       .formula([A, B, ta, tb](const Tensor& dY) -> Grads {
         Tensor dA, dB;

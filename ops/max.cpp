@@ -62,7 +62,7 @@ ValuesIndices extreme(const char* op, const Tensor& X, int axis, bool keepdim, b
   });
   const int ax = normalize_axis(axis, X.shape(), op);
   const Tensor kept_idx = reshape(idx, r.kept.vec());
-  Tensor values = record(op, Y, {X}, where)
+  Tensor values = record(op, std::move(Y), {X}, where)
       .saves(idx)
       .formula([sX = X.shape(), kept = r.kept, ax, kept_idx, where](const Tensor& dY) -> Grads {
         return {scatter_add(zeros(sX, dY.dtype()), ax, kept_idx, reshape(dY, kept.vec()), where)};

@@ -21,7 +21,7 @@ Tensor mean(const Tensor& X, const std::source_location& where) {
     const double s = detail::accumulate(X.data<T>(), n);
     Y.data<T>()[0] = static_cast<T>(s / static_cast<double>(n));  // 0 / 0 = NaN when empty
   });
-  return record("mean", Y, {X}, where)
+  return record("mean", std::move(Y), {X}, where)
       .formula([sX = X.shape(), n](const Tensor& dY) -> Grads {
         return {broadcast_to(scale(dY, 1.0 / static_cast<double>(n)), sX)};
       })
@@ -35,7 +35,7 @@ Tensor mean(const Tensor& X, int axis, bool keepdim, const std::source_location&
   dispatch(X.dtype(), [&]<class T>() {
     detail::sum_axis(X.data<T>(), r, Y.data<T>(), detail::Accum<T>(1) / detail::Accum<T>(r.n));
   });
-  return record("mean", Y, {X}, where)
+  return record("mean", std::move(Y), {X}, where)
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
       })
@@ -51,7 +51,7 @@ Tensor mean(const Tensor& X, const std::vector<int>& dims, bool keepdim,
   dispatch(X.dtype(), [&]<class T>() {
     detail::sum_axes(X.data<T>(), r, Y.data<T>(), detail::Accum<T>(1) / detail::Accum<T>(r.n));
   });
-  return record("mean", Y, {X}, where)
+  return record("mean", std::move(Y), {X}, where)
       .formula([sX = X.shape(), kept = r.kept, n = r.n](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(scale(dY, 1.0 / static_cast<double>(n)), kept.vec()), sX)};
       })

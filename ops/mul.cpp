@@ -16,7 +16,7 @@ Tensor mul(const Tensor& A, const Tensor& B, const std::source_location& where) 
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("mul", A, B, [](auto x, auto y) { return x * y; });
   });
-  return record("mul", Y, {A, B}, where)
+  return record("mul", std::move(Y), {A, B}, where)
       .saves(A, B)
       .formula([A, B](const Tensor& dY) -> Grads {
         return {A.requires_grad() ? sum_to(mul(dY, B), A.shape()) : Tensor(),

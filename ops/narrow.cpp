@@ -141,7 +141,7 @@ Tensor narrow(const Tensor& X, int axis, int64_t start, int64_t length,
   Tensor Y(with_axis(X.shape(), ax, length), X.dtype());
   copy_along(X, start, Y, 0, length, ax);
   const Shape sX = X.shape();
-  return record("narrow", Y, {X}, where)
+  return record("narrow", std::move(Y), {X}, where)
       .formula([sX, ax, start, length](const Tensor& dY) -> Grads {
         const Tensor before = zeros(with_axis(sX, ax, start), dY.dtype());
         const Tensor after = zeros(with_axis(sX, ax, sX[ax] - start - length), dY.dtype());

@@ -104,7 +104,7 @@ Tensor nll_loss(const Tensor& X, const Tensor& target, const NllLossOptions& o,
     dl_shape = X.shape().vec();
     dl_shape[1] = 1;
   }
-  return record("nll_loss", L, {X}, where)
+  return record("nll_loss", std::move(L), {X}, where)
       .formula([K, dl_shape](const Tensor& dL) -> Grads {
         return {mul(dl_shape.empty() ? dL : reshape(dL, dl_shape), K)};
       })

@@ -64,7 +64,7 @@ Tensor pad(const Tensor& X, const std::vector<int64_t>& pads, double value,
   });
   std::vector<int64_t> back(pads.size());
   for (std::size_t k = 0; k < pads.size(); ++k) back[k] = -pads[k];
-  return record("pad", Y, {X}, where)
+  return record("pad", std::move(Y), {X}, where)
       .formula([back, where](const Tensor& dY) -> Grads { return {pad(dY, back, 0, where)}; })
       .jvp([&](const Tangents& t) { return pad(t[0], pads, 0, where); });
 }

@@ -25,7 +25,7 @@ Tensor pow(const Tensor& X, double p, const std::source_location& where) {
     else
       y = x.pow(T(p));
   });
-  return record("pow", Y, {X}, where)
+  return record("pow", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, p](const Tensor& dY) -> Grads {
         if (p == 0) return {mul(dY, 0.0)};

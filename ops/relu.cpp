@@ -37,7 +37,7 @@ Tensor relu(const Tensor& X, const std::source_location& where) {
     });
   });
   // Y > 0 exactly where X > 0, so the output alone tells where the gradient passes.
-  return record("relu", Y, {X}, where)
+  return record("relu", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads { return {mul(dY, step(Y))}; })
       .kernel([](const Tensor& dY, const Tensor& Y) -> Grads {
         Tensor dX(Y.shape(), Y.dtype());

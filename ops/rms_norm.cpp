@@ -107,7 +107,7 @@ Tensor rms_norm(const Tensor& X, const Tensor& W, double eps, const std::source_
         y = x * r;
     }
   });
-  return record("rms_norm", Y, {X, W}, where)
+  return record("rms_norm", std::move(Y), {X, W}, where)
       .saves(X, W)
       .formula([X, W, eps](const Tensor& dY) -> Grads { return rms_norm_formula(X, W, eps, dY); })
       .kernel([X, W, rstd](const Tensor& dY) -> Grads {

@@ -46,7 +46,7 @@ Tensor rope(const Tensor& X, double base, bool inverse, const std::source_locati
         }
       }
   });
-  return record("rope", Y, {X}, where)
+  return record("rope", std::move(Y), {X}, where)
       .formula([base, inverse](const Tensor& dY) -> Grads { return {rope(dY, base, !inverse)}; })
       .jvp([&](const Tangents& t) { return rope(t[0], base, inverse); });
 }

@@ -51,7 +51,7 @@ Tensor rotary(const Tensor& X, const Tensor& cos, const Tensor& sin,
         }
       }
   });
-  return record("rotary", Y, {X}, where)
+  return record("rotary", std::move(Y), {X}, where)
       .formula([cos, sin](const Tensor& dY) -> Grads {
         return {rotary(dY, cos, scale(sin, -1.0))};
       })

@@ -15,7 +15,7 @@ Tensor scale(const Tensor& X, double c, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n) * static_cast<T>(c);
   });
-  return record("scale", Y, {X}, where)
+  return record("scale", std::move(Y), {X}, where)
       .formula([c](const Tensor& dY) -> Grads { return {scale(dY, c)}; })
       .jvp([&](const Tangents& t) { return scale(t[0], c); });
 }

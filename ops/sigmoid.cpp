@@ -17,7 +17,7 @@ Tensor sigmoid(const Tensor& X, const std::source_location& where) {
     detail::MapArr<T>(Y.data<T>(), n) =
         (T(1) + (-detail::CMapArr<T>(X.data<T>(), n)).exp()).inverse();
   });
-  return record("sigmoid", Y, {X}, where)
+  return record("sigmoid", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(dY, mul(Y, sub(1.0, Y)))};
       })

@@ -17,7 +17,7 @@ Tensor silu(const Tensor& X, const std::source_location& where) {
     auto x = detail::CMapArr<T>(X.data<T>(), n);
     detail::MapArr<T>(Y.data<T>(), n) = x / (T(1) + (-x).exp());  // as PyTorch writes it
   });
-  return record("silu", Y, {X}, where)
+  return record("silu", std::move(Y), {X}, where)
       .saves(X)
       .formula([X](const Tensor& dY) -> Grads {
         const Tensor s = sigmoid(X);

@@ -62,7 +62,7 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
                          Eigen::Map<Col, 0, Stride>(Y.data<T>() + at, n, Stride(r.inner)));
       }
   });
-  return record("softmax", Y, {X}, where)
+  return record("softmax", std::move(Y), {X}, where)
       .formula([dim](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(Y, sub(dY, sum(mul(dY, Y), dim, true)))};
       })

@@ -33,7 +33,7 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
       y[i] = lin ? x[i] : std::log1p(std::exp(x[i] * b)) / b;
     }
   });
-  return record("softplus", Y, {X}, where)
+  return record("softplus", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, beta, linear](const Tensor& dY) -> Grads {
         return {mul(dY, add(linear, mul(sub(1.0, linear), sigmoid(scale(X, beta)))))};

@@ -18,7 +18,7 @@ Tensor sqrt(const Tensor& X, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).sqrt();
   });
-  return record("sqrt", Y, {X}, where)
+  return record("sqrt", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads { return {div(scale(dY, 0.5), Y)}; })
       .jvp([](const Tangents& t, const Tensor& Y) { return div(scale(t[0], 0.5), Y); });
 }
@@ -31,7 +31,7 @@ Tensor rsqrt(const Tensor& X, const std::source_location& where) {
     // 1 / sqrt rather than Eigen's rsqrt, which may use the approximate hardware instruction.
     detail::MapArr<T>(Y.data<T>(), n) = T(1) / detail::CMapArr<T>(X.data<T>(), n).sqrt();
   });
-  return record("rsqrt", Y, {X}, where)
+  return record("rsqrt", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
         return {scale(mul(dY, mul(Y, mul(Y, Y))), -0.5)};
       })

@@ -17,7 +17,7 @@ Tensor sub(const Tensor& A, const Tensor& B, const std::source_location& where) 
   Tensor Y = dispatch(A.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("sub", A, B, [](auto x, auto y) { return x - y; });
   });
-  return record("sub", Y, {A, B}, where)
+  return record("sub", std::move(Y), {A, B}, where)
       .formula([sA = A.shape(), sB = B.shape()](const Tensor& dY) -> Grads {
         return {sum_to(dY, sA), scale(sum_to(dY, sB), -1.0)};
       })

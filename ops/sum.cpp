@@ -19,7 +19,7 @@ Tensor sum(const Tensor& X, const std::source_location& where) {
   dispatch(X.dtype(), [&]<class T>() {
     Y.data<T>()[0] = static_cast<T>(detail::accumulate(X.data<T>(), X.numel()));
   });
-  return record("sum", Y, {X}, where)
+  return record("sum", std::move(Y), {X}, where)
       .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {broadcast_to(dY, sX)}; })
       .jvp([](const Tangents& t) { return sum(t[0]); });
 }
@@ -30,7 +30,7 @@ Tensor sum(const Tensor& X, int axis, bool keepdim, const std::source_location& 
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), axis, keepdim, "sum");
   Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() { detail::sum_axis(X.data<T>(), r, Y.data<T>()); });
-  return record("sum", Y, {X}, where)
+  return record("sum", std::move(Y), {X}, where)
       .formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(dY, kept.vec()), sX)};
       })
@@ -45,7 +45,7 @@ Tensor sum(const Tensor& X, const std::vector<int>& dims, bool keepdim,
   if (dims.size() == 1) return sum(X, dims[0], keepdim, where);  // the one-axis kernel
   Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() { detail::sum_axes(X.data<T>(), r, Y.data<T>()); });
-  return record("sum", Y, {X}, where)
+  return record("sum", std::move(Y), {X}, where)
       .formula([sX = X.shape(), kept = r.kept](const Tensor& dY) -> Grads {
         return {broadcast_to(reshape(dY, kept.vec()), sX)};
       })

@@ -19,7 +19,7 @@ Tensor sum_of_squares(const Tensor& X, const std::source_location& where) {
   dispatch(X.dtype(), [&]<class T>() {
     y.data<T>()[0] = static_cast<T>(detail::accumulate(X.data<T>(), X.numel(), true));
   });
-  return record("sum_of_squares", y, {X}, where)
+  return record("sum_of_squares", std::move(y), {X}, where)
       .saves(X)
       .formula([X](const Tensor& dy) -> Grads {
         return {mul(scale(X, 2.0), dy)};  // dy is rank 0 and broadcasts

@@ -53,7 +53,7 @@ Tensor sum_to(const Tensor& X, const Shape& shape, const std::source_location& w
     for (int i = 0; i < X.rank(); ++i) r.reduced[i] = i < off || shape[i - off] == 1;
     detail::sum_axes(px, r, py);
   });
-  return record("sum_to", Y, {X}, where)
+  return record("sum_to", std::move(Y), {X}, where)
       .formula([sX = X.shape()](const Tensor& dY) -> Grads { return {broadcast_to(dY, sX)}; })
       .jvp([&](const Tangents& t) { return sum_to(t[0], shape); });
 }

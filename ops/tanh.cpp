@@ -16,7 +16,7 @@ Tensor tanh(const Tensor& X, const std::source_location& where) {
     const int64_t n = X.numel();
     detail::MapArr<T>(Y.data<T>(), n) = detail::CMapArr<T>(X.data<T>(), n).tanh();
   });
-  return record("tanh", Y, {X}, where)
+  return record("tanh", std::move(Y), {X}, where)
       .formula([](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(dY, sub(scalar(1.0, Y.dtype()), mul(Y, Y)))};
       })

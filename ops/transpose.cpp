@@ -48,7 +48,7 @@ Tensor transpose(const Tensor& X, int dim0, int dim1, const std::source_location
             detail::CMapMat<T>(X.data<T>() + k * M * N, M, N).transpose();  // (N, M)
     });
   }
-  return record("transpose", Y, {X}, where)
+  return record("transpose", std::move(Y), {X}, where)
       .formula([](const Tensor& dY) -> Grads { return {transpose(dY)}; })
       .jvp([](const Tangents& t) { return transpose(t[0]); });
 }

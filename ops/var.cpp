@@ -44,7 +44,7 @@ Tensor var(const Tensor& X, int axis, double correction, bool keepdim,
     });
   });
   const int ax = normalize_axis(axis, X.shape(), "var");
-  return record("var", Y, {X}, where)
+  return record("var", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, ax, dof, kept = r.kept](const Tensor& dY) -> Grads {
         return {mul(reshape(dY, kept.vec()), scale(sub(X, mean(X, ax, true)), 2.0 / dof))};

@@ -45,7 +45,7 @@ Tensor where(const Tensor& cond, const Tensor& A, const Tensor& B,
                                 py[k] = pc[off[0]] ? pa[off[1]] : pb[off[2]];
                               });
   });
-  return record("where", Y, {A, B}, where_)
+  return record("where", std::move(Y), {A, B}, where_)
       .saves(cond)
       .formula([cond, A, B](const Tensor& dY) -> Grads {
         const Tensor zero = scalar(0.0, dY.dtype());

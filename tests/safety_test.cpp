@@ -239,6 +239,56 @@ TEST(Record, MoreInputsThanANodeHoldsIsAnError) {
   expect_graph_error(nine, {"'nine'", "9 inputs", "at most 8", "as two ops"});
 }
 
+// A node keeps its first few edges in itself and every edge in one array when an op has more
+// inputs (Node::reserve_inputs): each input must still get its own gradient, for every count up
+// to the most a node holds, from a braced list and from a vector. Input i's gradient is (i + 1)
+// dY, so an edge sent to the wrong input shows; input 2 takes no gradient, and input 3 is not a
+// leaf (its leaf's gradient is doubled once more).
+TEST(Record, EveryInputOfANodeGetsItsOwnGradient) {
+  for (int n = 1; n <= tg::kMaxInputs; ++n) {
+    for (const bool braced : {false, true}) {
+      if (braced && n != 3 && n != 5 && n != 8) continue;  // the braced lists written out below
+      SCOPED_TRACE("inputs: " + std::to_string(n) + (braced ? ", braced" : ", vector"));
+      std::vector<Tensor> leaves, inputs;
+      for (int i = 0; i < n; ++i) {
+        leaves.push_back(tg::full({2}, 0.5 * i, tg::Dtype::f64));
+        if (i != 2) leaves.back().set_requires_grad();
+        inputs.push_back(i == 3 ? tg::scale(leaves[i], 2.0) : leaves[i]);
+      }
+      const auto formula = [n](const Tensor& dY) -> Grads {
+        Grads g;
+        for (int i = 0; i < n; ++i) g[i] = tg::scale(dY, i + 1.0);
+        return g;
+      };
+      const Tensor out = tg::ones({2}, tg::Dtype::f64);
+      Tensor y;
+      if (braced && n == 8) {
+        const std::vector<Tensor>& x = inputs;
+        y = tg::record("many", out, {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]}).formula(formula);
+      } else if (braced && n == 5) {
+        const std::vector<Tensor>& x = inputs;
+        y = tg::record("many", out, {x[0], x[1], x[2], x[3], x[4]}).formula(formula);
+      } else if (braced) {
+        y = tg::record("many", out, {inputs[0], inputs[1], inputs[2]}).formula(formula);
+      } else {
+        y = tg::record("many", out, inputs).formula(formula);
+      }
+      const Tensor w = tg::from_vector({3.0, -1.0}, {2});
+      tg::sum(tg::mul(y, w)).backward();
+      for (int i = 0; i < n; ++i) {
+        if (i == 2) {
+          EXPECT_FALSE(leaves[i].grad().defined());
+          continue;
+        }
+        const double k = (i + 1.0) * (i == 3 ? 2.0 : 1.0);
+        ASSERT_TRUE(leaves[i].grad().defined()) << "input " << i;
+        EXPECT_EQ(leaves[i].grad().at({0}), 3.0 * k) << "input " << i;
+        EXPECT_EQ(leaves[i].grad().at({1}), -1.0 * k) << "input " << i;
+      }
+    }
+  }
+}
+
 // A record with neither a formula nor a kernel: a clear error at backward, naming the op and
 // the line that recorded it (this crashed in the engine once).
 TEST(Record, NoDerivativeIsAnErrorNamingTheOpAndLine) {
