@@ -75,8 +75,8 @@ void tiny_rows_k(const T* a, int64_t ai, int64_t ak, const T* b, int64_t ldb, T*
 // Tiny products (M N K <= kTiny) with B untransposed (read as (K, N)), where any setup costs
 // more than the arithmetic; common sizes get their own unrolled loop.
 template <class T>
-void tiny_product(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha,
-                  T beta) {
+void tiny_product(const MatrixView<const T>& a, const MatrixView<const T>& b,
+                  const MatrixView<T>& y, T alpha, T beta) {
   const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   const int64_t ai = a.transposed ? 1 : a.ld, ak = a.transposed ? a.ld : 1;  // A' = a[i ai + k ak]
   const T* p = a.data;
@@ -93,8 +93,8 @@ void tiny_product(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y,
 // The same with B transposed (b is (N, K)): copied the right way round first, into a buffer of
 // kTiny entries (K N <= kTiny since M >= 1) that only this path puts on the stack.
 template <class T>
-[[gnu::noinline]] void tiny_product_bt(MatrixView<const T> a, MatrixView<const T> b,
-                                       MatrixView<T> y, T alpha, T beta) {
+[[gnu::noinline]] void tiny_product_bt(const MatrixView<const T>& a, const MatrixView<const T>& b,
+                                       const MatrixView<T>& y, T alpha, T beta) {
   const int64_t N = b.rows, K = b.cols;
   T bt[kTiny];
   for (int64_t k = 0; k < K; ++k)
@@ -105,7 +105,8 @@ template <class T>
 }  // namespace
 
 template <class T>
-void gemm(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha, T beta) {
+void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const MatrixView<T>& y,
+          T alpha, T beta) {
   const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   if (M == 0 || N == 0) return;
   const int64_t work = M * N * K;
@@ -170,10 +171,10 @@ void gemm(MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> y, T alpha
   else eigen_product<T>(A.transpose(), B.transpose(), Y, alpha, beta);
 }
 
-template void gemm<float>(MatrixView<const float>, MatrixView<const float>, MatrixView<float>,
-                          float, float);
-template void gemm<double>(MatrixView<const double>, MatrixView<const double>,
-                           MatrixView<double>, double, double);
+template void gemm<float>(const MatrixView<const float>&, const MatrixView<const float>&,
+                          const MatrixView<float>&, float, float);
+template void gemm<double>(const MatrixView<const double>&, const MatrixView<const double>&,
+                           const MatrixView<double>&, double, double);
 
 bool have_blas() {
 #ifdef TAPEGRAD_HAVE_BLAS

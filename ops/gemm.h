@@ -48,9 +48,11 @@ MatrixView<T> view(T* data, int64_t rows, int64_t cols) {
 
 /// Y = alpha op(A) op(B) + beta Y, Y (M, N) untransposed, with M = op(A)'s rows, N = op(B)'s
 /// columns and op(A)'s columns = op(B)'s rows. The caller checks the shapes. Never throws.
+/// (The views come by reference: a 40-byte view passed by value goes through memory, and a
+/// callee that copies it with wider loads than the caller's stores waits on each of them.)
 template <class T>
-void gemm(MatrixView<const T> A, MatrixView<const T> B, MatrixView<T> Y, T alpha = T(1),
-          T beta = T(0));
+void gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
+          T alpha = T(1), T beta = T(0));
 
 /// a b + c exactly as the tiny products compute each step (one rounding where the CPU has FMA),
 /// for sums that must agree with them to the last bit.
