@@ -145,9 +145,9 @@ class Node : public std::enable_shared_from_this<Node> {
   void add_saved(const SavedVersion& v);
 
  private:
-  Edge* next_ = inline_next_.data();  // inline_next_, or more_next_ for an op of many inputs
   std::array<Edge, kInlineInputs> inline_next_{};
   std::unique_ptr<Edge[]> more_next_;
+  Edge* next_ = inline_next_.data();  // inline_next_, or more_next_ for an op of many inputs
   std::array<SavedVersion, kInlineSaved> inline_saved_;
   std::unique_ptr<SavedVersion[]> more_saved_;  // saved tensors kInlineSaved and on, when used
 };

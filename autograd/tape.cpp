@@ -244,16 +244,16 @@ Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
                      " inputs; a node holds at most " + std::to_string(kMaxInputs) +
                      ": record it as two ops, or stack inputs of one shape into one tensor");
   auto node = make_node();
+  node->op = op;
+  const int n = static_cast<int>(inputs.size());
+  node->reserve_inputs(n);  // may throw: before a collector notes the node
   raw = node.get();
   NodeCollector::note(raw);
-  node->op = op;
   node->where = where;
   if (const RecordingWithin* w = innermost_within) {
     node->where = w->where;
     node->within = w->op;
   }
-  const int n = static_cast<int>(inputs.size());
-  node->reserve_inputs(n);
   for (int i = 0; i < n; ++i) {
     const Tensor& t = inputs[i];
     Edge& e = node->next(i);

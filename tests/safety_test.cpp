@@ -242,8 +242,9 @@ TEST(Record, MoreInputsThanANodeHoldsIsAnError) {
 // A node keeps its first few edges in itself and every edge in one array when an op has more
 // inputs (Node::reserve_inputs): each input must still get its own gradient, for every count up
 // to the most a node holds, from a braced list and from a vector. Input i's gradient is (i + 1)
-// dY, so an edge sent to the wrong input shows; input 2 takes no gradient, and input 3 is not a
-// leaf (its leaf's gradient is doubled once more).
+// dY, so an edge sent to the wrong input shows; input 2 takes no gradient, and inputs 3 and 6
+// are not leaves (one edge kept in the node, one in the array; their leaves' gradients are
+// doubled once more).
 TEST(Record, EveryInputOfANodeGetsItsOwnGradient) {
   for (int n = 1; n <= tg::kMaxInputs; ++n) {
     for (const bool braced : {false, true}) {
@@ -253,7 +254,7 @@ TEST(Record, EveryInputOfANodeGetsItsOwnGradient) {
       for (int i = 0; i < n; ++i) {
         leaves.push_back(tg::full({2}, 0.5 * i, tg::Dtype::f64));
         if (i != 2) leaves.back().set_requires_grad();
-        inputs.push_back(i == 3 ? tg::scale(leaves[i], 2.0) : leaves[i]);
+        inputs.push_back(i == 3 || i == 6 ? tg::scale(leaves[i], 2.0) : leaves[i]);
       }
       const auto formula = [n](const Tensor& dY) -> Grads {
         Grads g;
@@ -280,7 +281,7 @@ TEST(Record, EveryInputOfANodeGetsItsOwnGradient) {
           EXPECT_FALSE(leaves[i].grad().defined());
           continue;
         }
-        const double k = (i + 1.0) * (i == 3 ? 2.0 : 1.0);
+        const double k = (i + 1.0) * (i == 3 || i == 6 ? 2.0 : 1.0);
         ASSERT_TRUE(leaves[i].grad().defined()) << "input " << i;
         EXPECT_EQ(leaves[i].grad().at({0}), 3.0 * k) << "input " << i;
         EXPECT_EQ(leaves[i].grad().at({1}), -1.0 * k) << "input " << i;
