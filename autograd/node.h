@@ -133,7 +133,8 @@ class Node : public std::enable_shared_from_this<Node> {
   void release();
   /// The edges to the inputs, next(0 .. num_inputs - 1), or a checkpointed region's.
   std::span<const Edge> edges() const {
-    return recompute ? std::span<const Edge>(recompute->edges) : std::span<const Edge>(next_, num_inputs);
+    if (recompute) return recompute->edges;
+    return {next_, static_cast<std::size_t>(num_inputs)};
   }
   /// The edge to input i, i < num_inputs.
   const Edge& next(int i) const { return next_[i]; }
@@ -174,7 +175,9 @@ class InputRefs {
   InputRefs(std::span<const Tensor> tensors) : tensors_(tensors.data()), size_(tensors.size()) {}
   InputRefs(const std::vector<Tensor>& tensors) : InputRefs(std::span<const Tensor>(tensors)) {}
   std::size_t size() const { return size_; }
-  const Tensor& operator[](std::size_t i) const { return tensors_ ? tensors_[i] : listed_[i].get(); }
+  const Tensor& operator[](std::size_t i) const {
+    return tensors_ ? tensors_[i] : listed_[i].get();
+  }
 
  private:
   const std::reference_wrapper<const Tensor>* listed_ = nullptr;

@@ -75,8 +75,9 @@ at each thread count of --threads, under the same rules:
 nn::LSTM (BM_LSTM_FwdBwd of bench/rnn_bench.cpp) against torch.nn.LSTM, each giving the input and
 every parameter its gradient of sum(output * w) with fixed random w, at each thread count of
 --threads. Target: at most 0.8x PyTorch's time at one thread.
---overhead compares what an op costs beyond its arithmetic: a chain of 256 scalar ops (y = y * w + b,
-double) on leaves that take a gradient, recorded and then its backward into the leaves, and
+--overhead compares what an op costs beyond its arithmetic: a chain of 256 scalar ops
+(y = y * w + b, double) on leaves that take a gradient, recorded and then its backward into the
+leaves, and
 forward alone with no tape (tapegrad: BM_OpChain_FwdBwd / BM_OpChain_Fwd of
 bench/overhead_bench.cpp, with its "tape bytes/op" counter; PyTorch: torch_side.py op_chain).
 Targets, at one thread: a recorded op with its backward at most 150 ns, and at most 400 bytes of

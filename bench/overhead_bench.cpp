@@ -25,8 +25,8 @@ struct Leaves {
 template <class T>
 Leaves make_leaves() {
   const tg::Dtype dtype = tg::dtype_of<T>();
-  return {tg::full({}, 0.5, dtype).set_requires_grad(), tg::full({}, 0.999, dtype).set_requires_grad(),
-          tg::full({}, 0.001, dtype).set_requires_grad()};
+  const auto leaf = [&](double v) { return tg::full({}, v, dtype).set_requires_grad(); };
+  return {leaf(0.5), leaf(0.999), leaf(0.001)};
 }
 
 // N ops: N / 2 multiply-adds.

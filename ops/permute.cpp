@@ -50,7 +50,9 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
   if (in_order) {
     Tensor Y = X.detach();
     Y.impl().shape = Shape(d, r);
-    return record("permute", std::move(Y), {X}, where).formula(std::move(backward)).jvp(std::move(tangent));
+    return record("permute", std::move(Y), {X}, where)
+        .formula(std::move(backward))
+        .jvp(std::move(tangent));
   }
   Tensor Y(Shape(d, r), X.dtype());
   // A strided walk over Y, reading X at its strides taken in output-axis order.
@@ -76,7 +78,9 @@ Tensor permute(const Tensor& X, const std::vector<int>& perm, const std::source_
       py += row;
     });
   });
-  return record("permute", std::move(Y), {X}, where).formula(std::move(backward)).jvp(std::move(tangent));
+  return record("permute", std::move(Y), {X}, where)
+      .formula(std::move(backward))
+      .jvp(std::move(tangent));
 }
 
 }  // namespace tg

@@ -47,11 +47,13 @@ Tensor reshape_to(const Tensor& X, const int64_t* shape, std::size_t n,
                      std::to_string(X.numel()) + " elements) as " + dims_str(shape, n));
   Tensor Y = X.detach();
   Y.impl().shape = Shape(d, static_cast<int>(n));
-  return record("reshape", std::move(Y), {X}, where).formula([sX = X.shape()](const Tensor& dY) -> Grads {
-    int64_t back[kMaxRank];
-    for (int i = 0; i < sX.rank(); ++i) back[i] = sX[i];
-    return {reshape_to(dY, back, sX.rank(), std::source_location::current())};
-  }).jvp([](const Tangents& t, const Tensor& Y) { return reshape(t[0], Y.shape().vec()); });
+  return record("reshape", std::move(Y), {X}, where)
+      .formula([sX = X.shape()](const Tensor& dY) -> Grads {
+        int64_t back[kMaxRank];
+        for (int i = 0; i < sX.rank(); ++i) back[i] = sX[i];
+        return {reshape_to(dY, back, sX.rank(), std::source_location::current())};
+      })
+      .jvp([](const Tangents& t, const Tensor& Y) { return reshape(t[0], Y.shape().vec()); });
 }
 
 }  // namespace

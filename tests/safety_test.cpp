@@ -265,7 +265,8 @@ TEST(Record, EveryInputOfANodeGetsItsOwnGradient) {
       Tensor y;
       if (braced && n == 8) {
         const std::vector<Tensor>& x = inputs;
-        y = tg::record("many", out, {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]}).formula(formula);
+        y = tg::record("many", out, {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]})
+                .formula(formula);
       } else if (braced && n == 5) {
         const std::vector<Tensor>& x = inputs;
         y = tg::record("many", out, {x[0], x[1], x[2], x[3], x[4]}).formula(formula);
