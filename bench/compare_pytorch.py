@@ -180,6 +180,18 @@ def best_torch(args, allocators, threads, side=None):
     return min(runs, key=lambda r: r[0]["seconds"])
 
 
+def fastest_turns(a, bench_name, torch_args, allocators, threads):
+    """One benchmark of tapegrad's and one PyTorch measurement, taking turns --repeat times: each
+    side's fastest run, as (tapegrad's result, PyTorch's result, PyTorch's allocator)."""
+    tgs, pts = [], []
+    for _ in range(a.repeat):
+        tgs.append(run_tapegrad(a.bench, bench_name, threads, a.min_time))
+        pts.append(best_torch(torch_args, allocators, threads))
+    tg = min(tgs, key=lambda r: r["seconds"])
+    pt, alloc = min(pts, key=lambda r: r[0]["seconds"])
+    return tg, pt, alloc
+
+
 @contextlib.contextmanager
 def busy_process(on):
     """One process spinning on one core for the duration, or nothing."""
@@ -443,12 +455,8 @@ def compare_functional(a, allocators):
     print("|---|---|---|---|---|---|")
     for kind, (bench_name, what) in FUNCTIONAL.items():
         for dtype in ("float", "double"):
-            tgs, pts = [], []
-            for _ in range(a.repeat):
-                tgs.append(run_tapegrad(a.bench, bench_name.format(dtype), 1, a.min_time))
-                pts.append(best_torch([kind, dtype, 1, a.min_time], allocators, 1))
-            tg = min(tgs, key=lambda r: r["seconds"])
-            pt, alloc = min(pts, key=lambda r: r[0]["seconds"])
+            tg, pt, alloc = fastest_turns(a, bench_name.format(dtype),
+                                          [kind, dtype, 1, a.min_time], allocators, 1)
             print(f"| {what} | {dtype} | {fmt_time(tg['seconds'])} | {fmt_time(pt['seconds'])} "
                   f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} |", flush=True)
 
@@ -514,13 +522,9 @@ def compare_lstm(a, threads, allocators, targets):
     print("| tapegrad | PyTorch | PyTorch / tapegrad | tapegrad GFLOP/s | PyTorch's allocator "
           "| PyTorch CPU/wall |")
     print("|---|---|---|---|---|---|")
-    tgs, pts = [], []
-    for _ in range(a.repeat):
-        tgs.append(run_tapegrad(a.bench, LSTM_NAME.format(*LSTM_CASE), threads, a.min_time))
-        pts.append(best_torch(["lstm", *LSTM_CASE, "float", threads, a.min_time], allocators,
-                              threads))
-    tg = min(tgs, key=lambda r: r["seconds"])
-    pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
+    tg, pt_run, alloc = fastest_turns(a, LSTM_NAME.format(*LSTM_CASE),
+                                      ["lstm", *LSTM_CASE, "float", threads, a.min_time],
+                                      allocators, threads)
     t, pt = tg["seconds"], pt_run["seconds"]
     B, T, I, H = LSTM_CASE
     flops = 3 * T * 2 * B * (I + H) * 4 * H  # bench/flops.h's lstm_fwdbwd_flops: the GEMMs
@@ -540,14 +544,9 @@ def compare_overhead(a, threads, allocators, targets):
           "allocator |")
     print("|---|---|---|---|---|---|")
     for mode, bench_name in (("fwdbwd", "BM_OpChain_FwdBwd"), ("fwd", "BM_OpChain_Fwd")):
-        tgs, pts = [], []
-        for _ in range(a.repeat):
-            tgs.append(run_tapegrad(a.bench, f"{bench_name}<double>/N:{CHAIN_OPS}", threads,
-                                    a.min_time))
-            pts.append(best_torch(["op_chain", CHAIN_OPS, "double", mode, threads, a.min_time],
-                                  allocators, threads))
-        tg = min(tgs, key=lambda r: r["seconds"])
-        pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
+        tg, pt_run, alloc = fastest_turns(
+            a, f"{bench_name}<double>/N:{CHAIN_OPS}",
+            ["op_chain", CHAIN_OPS, "double", mode, threads, a.min_time], allocators, threads)
         t, pt = tg["seconds"] / CHAIN_OPS, pt_run["seconds"] / CHAIN_OPS
         tape = tg["tape_bytes_per_op"]
         what = "recorded op + its backward" if mode == "fwdbwd" else "op, no tape"
