@@ -122,12 +122,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;
   std::atomic<const void*> owner{nullptr};
+  // Engine-private: while this node waits in its thread's queue to be freed, the node queued
+  // before it (tape.cpp). The queue is a list through the nodes, so queueing needs no memory.
+  std::shared_ptr<Node> release_next;
 
   Node() {}  // user-provided: make_shared does not zero the block before the initialisers
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  /// Hands edges and closures to a per-thread queue drained in a loop, so freeing a chain of a
-  /// million nodes never recurses a million deep.
+  /// Hands the nodes it held the last reference to to a per-thread queue drained in a loop, so
+  /// freeing a chain of a million nodes never recurses a million deep, nor needs memory.
   ~Node();
   /// Drops what backward needed (closures, saved output).
   void release();

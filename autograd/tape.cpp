@@ -14,57 +14,41 @@ namespace {
 
 // Deleting a node drops its edges and closures, which may drop the last reference to the next
 // node, and so on down a chain: plain recursion would overflow the stack on a long chain. So a
-// dying node moves what it holds into a per-thread queue, and the outermost one drains it.
+// node whose last reference goes (an edge of a dying node, a dying tensor's grad_fn) joins a
+// per-thread queue instead, and the outermost one drains it. The queue is a list through the
+// nodes themselves (Node::release_next): joining it needs no memory, so a MemoryError's
+// unwinding frees a chain of any length in a loop too (a queue that allocated would have to fall
+// back to recursion there, and the stack runs out).
 struct ReleaseQueue {
-  std::vector<std::shared_ptr<Node>> nodes;
-  std::vector<BackwardFn> closures;  // they hold tensors, which hold nodes
+  std::shared_ptr<Node> head;  // the node queued last
   bool draining = false;
 };
 thread_local ReleaseQueue release_queue;
 
-// Queues an edge or a closure. The queue keeps its capacity, so this seldom needs memory; when it
-// does and none is left (a destructor run by a MemoryError unwinding), the item is freed in
-// place instead: a recursion, but never std::terminate.
-template <class T>
-void enqueue(std::vector<T>& list, T& item) noexcept {
-  try {
-    list.push_back(std::move(item));
-  } catch (const std::bad_alloc&) {
-    item.reset();
-  }
-}
-
-void drain(ReleaseQueue& q) {
+void drain(ReleaseQueue& q) noexcept {
   if (q.draining) return;
   q.draining = true;
-  while (!q.nodes.empty() || !q.closures.empty()) {
-    if (!q.closures.empty()) {
-      BackwardFn f = std::move(q.closures.back());
-      q.closures.pop_back();
-      f.reset();  // may queue more
-    } else {
-      std::shared_ptr<Node> n = std::move(q.nodes.back());
-      q.nodes.pop_back();
-      n.reset();  // may queue more
-    }
+  while (q.head) {
+    std::shared_ptr<Node> n = std::move(q.head);
+    q.head = std::move(n->release_next);
+    n.reset();  // ~Node: queues the nodes it held last
   }
-  detail::clear_keeping_small(q.nodes);
-  detail::clear_keeping_small(q.closures);
   q.draining = false;
 }
 
-// Destroys a node's closure: in place when no drain is running (a node that frees then only
-// queues what it holds, drained right after), else queued for the drain that is.
-void drop_closure(BackwardFn& f, ReleaseQueue& q) {
-  if (!f) return;
-  if (q.draining) {
-    enqueue(q.closures, f);
+// Lets go of a node: queued when this is its last reference, else the count drops. (A count
+// another thread drops at the same moment may still make the reset here the last: then ~Node
+// runs here, and it only queues.)
+void release_node(std::shared_ptr<Node>& n) noexcept {
+  if (!n) return;
+  if (n.use_count() != 1) {
+    n.reset();
     return;
   }
-  q.draining = true;
-  f.reset();
-  q.draining = false;
-  drain(q);
+  ReleaseQueue& q = release_queue;
+  n->release_next = std::move(q.head);
+  q.head = std::move(n);
+  drain(q);  // at once, unless a drain further up is running
 }
 
 thread_local const detail::RecordingWithin* innermost_within = nullptr;
@@ -119,18 +103,17 @@ void check_versions(const Node& n) {
 }  // namespace
 
 Node::~Node() {
-  ReleaseQueue& q = release_queue;
-  for (int i = 0; i < num_inputs; ++i)
-    if (next_[i].node) enqueue(q.nodes, next_[i].node);
+  // The closures go in place: the tensors they saved queue their nodes (~TensorImpl).
+  for (int i = 0; i < num_inputs; ++i) release_node(next_[i].node);
   if (recompute) {
-    for (Edge& e : recompute->edges)
-      if (e.node) enqueue(q.nodes, e.node);
+    for (Edge& e : recompute->edges) release_node(e.node);
     recompute.reset();  // what its closure holds is held by the queued edges too
   }
-  drop_closure(formula, q);
-  drop_closure(kernel, q);
-  drain(q);
+  formula.reset();
+  kernel.reset();
 }
+
+TensorImpl::~TensorImpl() { release_node(grad_fn); }
 
 void Node::reserve_inputs(int n) {
   if (n <= kInlineInputs) return;
@@ -158,14 +141,12 @@ void Node::add_saved(const SavedVersion& v) {
 }
 
 void Node::release() {
-  ReleaseQueue& q = release_queue;
-  drop_closure(formula, q);
-  drop_closure(kernel, q);
+  formula.reset();
+  kernel.reset();
   if (recompute) recompute->run = nullptr;  // the kept inputs go; the edges stay, as next's do
   output_storage.reset();
   output_tangent.reset();
   released = true;
-  drain(q);
 }
 
 std::shared_ptr<Node> make_node() {
@@ -174,7 +155,7 @@ std::shared_ptr<Node> make_node() {
   // with the thread's first node, while there is memory, not first in a destructor that a
   // MemoryError runs (where a refused registration aborts the process).
   static thread_local const bool ready = [] {
-    (void)release_queue.nodes.size();
+    (void)release_queue.draining;
     (void)allocator_stats();
     detail::touch_pass_state();
     return true;

@@ -30,6 +30,9 @@ struct TensorImpl {
   // User-provided, so that make_shared's value-initialisation runs the member initialisers
   // alone instead of first zeroing the whole block.
   TensorImpl() {}
+  /// Its node, when this held the last reference, joins the thread's queue of nodes to free
+  /// (tape.cpp): a tensor a closure saved frees its graph in that loop too, not by recursion.
+  ~TensorImpl();
   Shape shape;
   Dtype dtype = Dtype::f64;
   std::shared_ptr<Storage> storage;
