@@ -120,7 +120,26 @@ TEST(ReleaseWithoutMemory, AComb) {
   });
 }
 
-// The graph a backward with create_graph recorded: the gradient's graph, held by x.grad().
+// A chain that hangs from the closures alone: each node's derivative holds the tensor before it,
+// which is not one of its inputs (no edge leads to it). Its node goes when that tensor does
+// (~TensorImpl), into the queue as well.
+TEST(ReleaseWithoutMemory, AChainHeldByClosuresAlone) {
+  expect_freed_without_memory([] {
+    const Tensor w = tg::ones({4}, tg::Dtype::f64).set_requires_grad();
+    Tensor y = tg::scale(w, 1.0);
+    const std::weak_ptr<tg::Node> first = y.impl_ptr()->grad_fn;
+    for (int i = 1; i < kLength; ++i) {
+      const Tensor held = y;
+      y = tg::record("hold", w.detach(), {w}).formula([held](const Tensor& dY) -> tg::Grads {
+        return {dY};
+      });
+    }
+    free_refusing_new(y, first);
+  });
+}
+
+// The graph a backward with create_graph recorded (the out-of-memory test's second case): it
+// holds the forward chain through the outputs its formulas saved.
 TEST(ReleaseWithoutMemory, TheGraphOfAGradient) {
   expect_freed_without_memory([] {
     const Tensor x = tg::full({4}, 0.5, tg::Dtype::f64).set_requires_grad();
@@ -128,7 +147,7 @@ TEST(ReleaseWithoutMemory, TheGraphOfAGradient) {
     const std::weak_ptr<tg::Node> first = y.impl_ptr()->grad_fn;
     for (int i = 1; i < kLength / 4; ++i) y = tg::tanh(y);
     Tensor g = tg::grad({tg::sum(y)}, {x}, {}, /*create_graph=*/true)[0];
-    y = Tensor();  // the gradient's graph holds the forward chain still (the outputs it saved)
+    y = Tensor();
     free_refusing_new(g, first);
   });
 }
