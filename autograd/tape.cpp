@@ -15,40 +15,35 @@ namespace {
 // Deleting a node drops its edges and closures, which may drop the last reference to the next
 // node, and so on down a chain: plain recursion would overflow the stack on a long chain. So a
 // node whose last reference goes (an edge of a dying node, a dying tensor's grad_fn) joins a
-// per-thread queue instead, and the outermost one drains it. The queue is a list through the
-// nodes themselves (Node::release_next): joining it needs no memory, so a MemoryError's
-// unwinding frees a chain of any length in a loop too (a queue that allocated would have to fall
-// back to recursion there, and the stack runs out).
-struct ReleaseQueue {
-  std::shared_ptr<Node> head;  // the node queued last
-  bool draining = false;
-};
-thread_local ReleaseQueue release_queue;
+// list that the outermost release drains in a loop. The list runs through the nodes themselves
+// (Node::release_next) from a head on the draining frame's stack: joining it needs no memory, so
+// a MemoryError's unwinding frees a chain of any length in a loop too, and the thread keeps no
+// state with a destructor (a thread's first release may come when memory is gone).
+thread_local std::shared_ptr<Node>* draining_head = nullptr;  // the running drain's list
 
-void drain(ReleaseQueue& q) noexcept {
-  if (q.draining) return;
-  q.draining = true;
-  while (q.head) {
-    std::shared_ptr<Node> n = std::move(q.head);
-    q.head = std::move(n->release_next);
-    n.reset();  // ~Node: queues the nodes it held last
-  }
-  q.draining = false;
-}
-
-// Lets go of a node: queued when this is its last reference, else the count drops. (A count
-// another thread drops at the same moment may still make the reset here the last: then ~Node
-// runs here, and it only queues.)
+// Lets go of a node: when this is its last reference, into the running drain's list, or the
+// node starts a drain of its own here; else the count only drops. (A count another thread drops
+// at the same moment may still make the reset here the last: then ~Node runs here, and what it
+// releases joins this thread's drain, or drains at once: a constant depth either way.)
 void release_node(std::shared_ptr<Node>& n) noexcept {
   if (!n) return;
   if (n.use_count() != 1) {
     n.reset();
     return;
   }
-  ReleaseQueue& q = release_queue;
-  n->release_next = std::move(q.head);
-  q.head = std::move(n);
-  drain(q);  // at once, unless a drain further up is running
+  if (draining_head) {
+    n->release_next = std::move(*draining_head);
+    *draining_head = std::move(n);
+    return;
+  }
+  std::shared_ptr<Node> head = std::move(n);
+  draining_head = &head;
+  while (head) {
+    std::shared_ptr<Node> next = std::move(head);
+    head = std::move(next->release_next);
+    next.reset();  // ~Node: what it held last joins the list
+  }
+  draining_head = nullptr;
 }
 
 thread_local const detail::RecordingWithin* innermost_within = nullptr;
@@ -107,7 +102,7 @@ Node::~Node() {
   for (int i = 0; i < num_inputs; ++i) release_node(next_[i].node);
   if (recompute) {
     for (Edge& e : recompute->edges) release_node(e.node);
-    recompute.reset();  // what its closure holds is held by the queued edges too
+    recompute.reset();  // the inputs its closure kept release their nodes (~TensorImpl)
   }
   formula.reset();
   kernel.reset();
@@ -150,12 +145,11 @@ void Node::release() {
 }
 
 std::shared_ptr<Node> make_node() {
-  // A thread's engine state (this file's release queue, the pass's lists, the storage cache)
-  // registers its destructor with the C runtime on first use, which allocates: so it is used
-  // with the thread's first node, while there is memory, not first in a destructor that a
-  // MemoryError runs (where a refused registration aborts the process).
+  // A thread's engine state (the pass's lists, the storage cache) registers its destructor with
+  // the C runtime on first use, which allocates: so it is used with the thread's first node,
+  // while there is memory, not first in a destructor that a MemoryError runs (where a refused
+  // registration aborts the process).
   static thread_local const bool ready = [] {
-    (void)release_queue.draining;
     (void)allocator_stats();
     detail::touch_pass_state();
     return true;
