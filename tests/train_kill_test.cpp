@@ -82,10 +82,16 @@ std::vector<std::string> flags_with_steps(const fs::path& text, const fs::path& 
 TEST(TrainKill, KilledAtRandomMomentsAndResumedEqualsTheRunNeverStopped) {
   TempDir dir;
   spit(dir / "text.txt", test::repetitive_text());
-  const Clock::time_point t0 = Clock::now();
-  const test::Outcome whole = test::run(kExe, run_flags(dir / "text.txt", dir / "whole"));
-  ASSERT_EQ(whole.status, 0) << whole.err;
-  const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  // The faster of two whole runs: one slowed by a busy moment would let every round below run
+  // further than its share.
+  double wall_ms = 0;
+  for (const char* name : {"whole", "whole_again"}) {
+    const Clock::time_point t0 = Clock::now();
+    const test::Outcome whole = test::run(kExe, run_flags(dir / "text.txt", dir / name));
+    ASSERT_EQ(whole.status, 0) << whole.err;
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    wall_ms = wall_ms == 0 ? ms : std::min(wall_ms, ms);
+  }
 
   // How long the program takes to start (loading, under a sanitizer its runtime too): a kill
   // before that proves nothing, and on a slow machine every kill could land there. The fastest
