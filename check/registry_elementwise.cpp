@@ -12,13 +12,6 @@ namespace tg::detail {
 
 namespace {
 
-Tensor constant(double c, const Tensor& like) { return scalar(c, like.dtype()); }
-// x^2 + 0.5: positive, smooth, and as wide a spread as x gives.
-Tensor pos(const Tensor& x) { return add(mul(x, x), constant(0.5, x)); }
-Function one(Fn1 f) {
-  return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; };
-}
-
 void unary_cases(Table& t) {
   const std::pair<const char*, Fn1> ops[] = {
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},

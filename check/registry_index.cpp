@@ -9,7 +9,7 @@ namespace tg::detail {
 
 namespace {
 
-std::vector<Tensor> one(Tensor y) { return {std::move(y)}; }
+std::vector<Tensor> only(Tensor y) { return {std::move(y)}; }
 
 void cross_entropy_cases(Table& t) {
   // nanoGPT's ignore_index -1, as the GPT passes it (the default -100 has rows of its own,
@@ -33,7 +33,7 @@ void cross_entropy_cases(Table& t) {
                              -1e4, -1e4 + 1.2, -1e4 - 0.4, -1e4 + 0.1},
                             {2, 4}, Dtype::f64)},
                [tt = from_indices({1, 0}, {2})](const std::vector<Tensor>& x) {
-                 return one(cross_entropy(x[0], tt));
+                 return only(cross_entropy(x[0], tt));
                });
 }
 
@@ -78,7 +78,7 @@ void narrow_split_cat_cases(Table& t) {
   t.add("split", "one_piece", {{2, 3}}, spl(5, -1));
 
   auto ct = [](int axis) {
-    return [=](const std::vector<Tensor>& x) { return one(cat(x, axis)); };
+    return [=](const std::vector<Tensor>& x) { return only(cat(x, axis)); };
   };
   t.add("cat", "two_axis0", {{2, 3}, {1, 3}}, ct(0));
   t.add("cat", "two_rank3_axis_minus1", {{2, 2, 1}, {2, 2, 3}}, ct(-1));

@@ -15,10 +15,6 @@ namespace tg::detail {
 
 namespace {
 
-Function one(Fn1 f) {
-  return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; };
-}
-
 // The shapes every reduction takes: (shape, axis, keepdim, case name).
 struct Along {
   Shape shape;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <tapegrad/check/registry.h>
+#include <tapegrad/ops/ops.h>
 
 namespace tg::detail {
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -44,6 +45,15 @@ inline GradcheckOptions tol(double atol = 1e-5, double rtol = 1e-3) {
 
 using Fn1 = std::function<Tensor(const Tensor&)>;
 using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+// A constant in the dtype of the tensor it meets.
+inline Tensor constant(double c, const Tensor& like) { return scalar(c, like.dtype()); }
+// x^2 + 0.5: positive, smooth, and as wide a spread as x gives (for ops with a restricted domain).
+inline Tensor pos(const Tensor& x) { return add(mul(x, x), constant(0.5, x)); }
+// A case's function of its one input.
+inline Function one(Fn1 f) {
+  return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; };
+}
 
 class Table {
  public:

@@ -8,7 +8,7 @@ namespace tg::dist {
 
 namespace {
 
-std::string describe(const Tensor& t) { return t.shape().str() + " " + dtype_name(t.dtype()); }
+std::string shape_and_dtype(const Tensor& t) { return t.shape().str() + " " + dtype_name(t.dtype()); }
 
 }  // namespace
 
@@ -43,9 +43,9 @@ GradientReducer::GradientReducer(std::vector<Tensor> params, Communicator& comm,
     const std::string which = "GradientReducer: parameter " + std::to_string(i);
     if (!p.defined()) throw ValueError(which + " is undefined");
     if (!is_floating(p.dtype()))
-      throw ValueError(which + " is " + describe(p) + ", not a float tensor");
+      throw ValueError(which + " is " + shape_and_dtype(p) + ", not a float tensor");
     if (!index_.emplace(p.impl_ptr().get(), static_cast<int>(i)).second)
-      throw ValueError(which + " (" + describe(p) + ") is listed twice");
+      throw ValueError(which + " (" + shape_and_dtype(p) + ") is listed twice");
     slots_[i].param = p;
     slots_[i].index = static_cast<int>(i);
   }
@@ -128,7 +128,7 @@ void GradientReducer::on_ready(const Tensor& leaf, const Tensor& grad) {
   Slot& s = slots_[static_cast<size_t>(it->second)];
   if (s.in)
     throw ValueError("GradientReducer: parameter " + std::to_string(s.index) + " (" +
-                     describe(s.param) + ") got a gradient from a second backward in one pass; " +
+                     shape_and_dtype(s.param) + ") got a gradient from a second backward in one pass; " +
                      "run one backward per pass (accumulate earlier micro-batches before begin())");
   fill(s, &grad);
   if (--buckets_[static_cast<size_t>(s.bucket)].waiting == 0) start_ready_buckets();
@@ -141,7 +141,7 @@ void GradientReducer::fill(Slot& s, const Tensor* pass_grad) {
   const Tensor held = s.param.grad();
   if (held.defined() && (held.shape() != s.param.shape() || held.dtype() != s.param.dtype()))
     throw ValueError("GradientReducer: parameter " + std::to_string(s.index) + " is " +
-                     describe(s.param) + " but its gradient is " + describe(held));
+                     shape_and_dtype(s.param) + " but its gradient is " + shape_and_dtype(held));
   Bucket& bucket = buckets_[static_cast<size_t>(s.bucket)];
   dispatch(s.param.dtype(), [&]<class T>() {
     T* out = bucket.data.data<T>() + s.offset;

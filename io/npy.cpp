@@ -30,14 +30,14 @@ using detail::read_file;
 using detail::TempFile;
 
 constexpr std::string_view kMagic("\x93NUMPY", 6);
-constexpr std::size_t kAlign = 64;  // numpy starts the data at a multiple of 64 bytes
-constexpr int kMaxDepth = 8;        // nesting of tuples and lists in the header dict
+constexpr std::size_t kDataAlign = 64;  // numpy starts the data at a multiple of 64 bytes
+constexpr int kMaxNesting = 8;        // nesting of tuples and lists in the header dict
 
 // ASCII classes; <cctype>'s depend on the C locale.
 bool is_digit(int c) { return c >= '0' && c <= '9'; }
 bool is_letter(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
-[[noreturn]] void fail(const std::string& name, const std::string& problem) {
+[[noreturn]] void npy_fail(const std::string& name, const std::string& problem) {
   throw IoError(name + ": " + problem);
 }
 
@@ -92,7 +92,7 @@ class HeaderParser {
   [[noreturn]] void malformed(const std::string& what) const {
     const std::string where =
         pos_ < text_.size() ? "at header byte " + std::to_string(pos_) : "at the end of the header";
-    fail(name_, "malformed header: " + what + " " + where);
+    npy_fail(name_, "malformed header: " + what + " " + where);
   }
 
   // After an item: ',' (maybe trailing) or the closing bracket. True when a comma was read.
@@ -144,7 +144,7 @@ class HeaderParser {
 
   // (a, b), (a,), () and [a, b]; like Python, (a) is just a.
   Literal sequence(int depth) {
-    if (depth > kMaxDepth) malformed("nesting deeper than " + std::to_string(kMaxDepth));
+    if (depth > kMaxNesting) malformed("nesting deeper than " + std::to_string(kMaxNesting));
     const char close = peek() == '(' ? ')' : ']';
     Literal v;
     v.kind = close == ')' ? Literal::Kind::kTuple : Literal::Kind::kList;
@@ -212,42 +212,42 @@ FileDtype parse_descr(const Literal& descr, NpyAccept accept, const std::string&
       ints ? "; only '<f4', '<f8', '<i4' and '<i8' are supported"
            : "; only '<f4' and '<f8' are supported";
   if (descr.kind == Literal::Kind::kList)
-    fail(name, "unsupported structured dtype " + printable(descr.source) + supported);
+    npy_fail(name, "unsupported structured dtype " + printable(descr.source) + supported);
   if (descr.kind != Literal::Kind::kString)
-    fail(name, "'descr' is " + printable(descr.source) + ", not a dtype string");
+    npy_fail(name, "'descr' is " + printable(descr.source) + ", not a dtype string");
   if (descr.text == "<f4") return {Dtype::f32, 4, "float32"};
   if (descr.text == "<f8") return {Dtype::f64, 8, "float64"};
   if (ints && descr.text == "<i8") return {Dtype::i64, 8, "int64"};
   if (ints && descr.text == "<i4") return {Dtype::i64, 4, "int32"};
   const std::string big_endian = descr.text.starts_with('>') ? " (big-endian)" : "";
-  fail(name, "unsupported dtype '" + printable(descr.text) + "'" + big_endian + supported);
+  npy_fail(name, "unsupported dtype '" + printable(descr.text) + "'" + big_endian + supported);
 }
 
 Shape parse_shape(const Literal& shape, const std::string& name) {
   const std::string shown = printable(shape.source);
-  if (shape.kind != Literal::Kind::kTuple) fail(name, "'shape' is " + shown + ", not a tuple");
+  if (shape.kind != Literal::Kind::kTuple) npy_fail(name, "'shape' is " + shown + ", not a tuple");
   if (shape.items.size() > static_cast<std::size_t>(kMaxRank))
-    fail(name, "shape " + shown + " has rank " + std::to_string(shape.items.size()) + "; at most " +
+    npy_fail(name, "shape " + shown + " has rank " + std::to_string(shape.items.size()) + "; at most " +
                    std::to_string(kMaxRank) + " is supported");
   std::vector<int64_t> dims;
   for (const Literal& d : shape.items) {
     if (d.kind != Literal::Kind::kInt)
-      fail(name, "shape " + shown + " has a non-integer dimension " + printable(d.source));
+      npy_fail(name, "shape " + shown + " has a non-integer dimension " + printable(d.source));
     if (d.out_of_range)
-      fail(name, "shape " + shown + " has a dimension beyond 64 bits: " + printable(d.source));
+      npy_fail(name, "shape " + shown + " has a dimension beyond 64 bits: " + printable(d.source));
     if (d.integer < 0)
-      fail(name, "shape " + shown + " has a negative dimension " + std::to_string(d.integer));
+      npy_fail(name, "shape " + shown + " has a negative dimension " + std::to_string(d.integer));
     dims.push_back(d.integer);
   }
   try {
     return Shape(dims);
   } catch (const ShapeError&) {
-    fail(name, "shape " + shown + " is too large: its element count overflows 64 bits");
+    npy_fail(name, "shape " + shown + " is too large: its element count overflows 64 bits");
   }
 }
 
 NpyHeader parse_header(std::string_view text, NpyAccept accept, const std::string& name) {
-  if (text.empty() || text.back() != '\n') fail(name, "the header does not end with a newline");
+  if (text.empty() || text.back() != '\n') npy_fail(name, "the header does not end with a newline");
   const Entries entries = HeaderParser(text, name).dict();
   const Literal* descr = nullptr;
   const Literal* fortran_order = nullptr;
@@ -258,22 +258,22 @@ NpyHeader parse_header(std::string_view text, NpyAccept accept, const std::strin
                            : key == "shape"         ? &shape
                                                     : nullptr;
     if (!slot)
-      fail(name, "unexpected key '" + printable(key) +
+      npy_fail(name, "unexpected key '" + printable(key) +
                      "' in the header (expected 'descr', 'fortran_order' and 'shape')");
-    if (*slot) fail(name, "duplicate key '" + std::string(key) + "' in the header");
+    if (*slot) npy_fail(name, "duplicate key '" + std::string(key) + "' in the header");
     *slot = &value;
   }
   for (const auto& [key, slot] :
        {std::pair{"descr", descr}, std::pair{"fortran_order", fortran_order},
         std::pair{"shape", shape}})
-    if (!slot) fail(name, std::string("the header has no '") + key + "' key");
+    if (!slot) npy_fail(name, std::string("the header has no '") + key + "' key");
 
   NpyHeader h;
   h.type = parse_descr(*descr, accept, name);
   if (fortran_order->kind != Literal::Kind::kName || fortran_order->text == "None")
-    fail(name, "'fortran_order' is " + printable(fortran_order->source) + ", not True or False");
+    npy_fail(name, "'fortran_order' is " + printable(fortran_order->source) + ", not True or False");
   if (fortran_order->text == "True")
-    fail(name,
+    npy_fail(name,
          "Fortran-order arrays are not supported; save a C-order array "
          "(np.ascontiguousarray)");
   h.shape = parse_shape(*shape, name);
@@ -289,7 +289,7 @@ int64_t data_bytes(const NpyHeader& h, const std::string& name) {
     if (h.shape[i] == 0) {
       empty = true;
     } else if (__builtin_mul_overflow(bytes, h.shape[i], &bytes)) {
-      fail(name, "shape " + h.shape.str() + " " + h.type.name +
+      npy_fail(name, "shape " + h.shape.str() + " " + h.type.name +
                      " is too large: its size in bytes overflows 64 bits");
     }
   }
@@ -307,7 +307,7 @@ std::string npy_preamble(const Tensor& t) {
   const std::string dict = std::string("{'descr': '") + descr +
                            "', 'fortran_order': False, 'shape': " + t.shape().str() + ", }";
   const auto padded = [&](std::size_t prefix) {
-    return (prefix + dict.size() + 1 + kAlign - 1) / kAlign * kAlign;
+    return (prefix + dict.size() + 1 + kDataAlign - 1) / kDataAlign * kDataAlign;
   };
   std::size_t length_bytes = 2;
   if (padded(kMagic.size() + 2 + length_bytes) - (kMagic.size() + 2 + length_bytes) > 0xFFFF)
@@ -331,24 +331,24 @@ std::string npy_preamble(const Tensor& t) {
 
 Tensor read_npy_bytes(const std::string& bytes, const std::string& name, NpyAccept accept) {
   const std::string_view b(bytes);
-  if (b.empty()) fail(name, "the file is empty, not a .npy file");
+  if (b.empty()) npy_fail(name, "the file is empty, not a .npy file");
   if (b.substr(0, kMagic.size()) != kMagic)
-    fail(name, "not a .npy file (bad magic: it does not start with \\x93NUMPY)");
-  if (b.size() < kMagic.size() + 2) fail(name, "the file ends inside the .npy preamble");
+    npy_fail(name, "not a .npy file (bad magic: it does not start with \\x93NUMPY)");
+  if (b.size() < kMagic.size() + 2) npy_fail(name, "the file ends inside the .npy preamble");
   const int major = static_cast<unsigned char>(b[6]);
   const int minor = static_cast<unsigned char>(b[7]);
   if (major < 1 || major > 3 || minor != 0)
-    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
+    npy_fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
                    std::to_string(minor) + " (1.0, 2.0 and 3.0 are supported)");
 
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   const std::size_t header_start = kMagic.size() + 2 + length_bytes;
-  if (b.size() < header_start) fail(name, "the file ends inside the .npy preamble");
+  if (b.size() < header_start) npy_fail(name, "the file ends inside the .npy preamble");
   std::size_t header_len = 0;
   for (std::size_t i = length_bytes; i-- > 0;)
     header_len = header_len << 8 | static_cast<unsigned char>(b[kMagic.size() + 2 + i]);
   if (header_len > b.size() - header_start)
-    fail(name, "header length " + std::to_string(header_len) + " goes past the end of the file (" +
+    npy_fail(name, "header length " + std::to_string(header_len) + " goes past the end of the file (" +
                    std::to_string(b.size()) + " bytes)");
 
   const NpyHeader h = parse_header(b.substr(header_start, header_len), accept, name);
@@ -359,7 +359,7 @@ Tensor read_npy_bytes(const std::string& bytes, const std::string& name, NpyAcce
     const std::string what = "data has " + std::to_string(data.size()) + " bytes, shape " +
                              h.shape.str() + " " + h.type.name + " needs " +
                              std::to_string(needed);
-    fail(name, data.size() < needed ? what : what + " (trailing bytes after the data)");
+    npy_fail(name, data.size() < needed ? what : what + " (trailing bytes after the data)");
   }
   Tensor t(h.shape, h.type.dtype);
   if (h.type.itemsize == dtype_size(h.type.dtype)) {

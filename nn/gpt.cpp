@@ -24,7 +24,7 @@ const GPTConfig& validated(const GPTConfig& c) {
 
 // nanoGPT's init of the weights, N(0, 0.02^2), and its scaled one of the projections into the
 // residual stream.
-constexpr double kInitStd = 0.02;
+constexpr double kNanoGptStd = 0.02;
 double c_proj_std(const GPTConfig& c) { return 0.02 / std::sqrt(2.0 * c.n_layer); }
 
 // The scores' scale, 1 / sqrt(d) for heads of d = C / H columns.
@@ -35,7 +35,7 @@ double head_scale(int64_t n_embd, int64_t n_head) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Rng& init_rng, Rng& dropout_rng)
-    : c_attn(c.n_embd, 3 * c.n_embd, c.bias, init_rng, c.dtype, kInitStd),
+    : c_attn(c.n_embd, 3 * c.n_embd, c.bias, init_rng, c.dtype, kNanoGptStd),
       c_proj(c.n_embd, c.n_embd, c.bias, init_rng, c.dtype, c_proj_std(c)),
       resid_dropout(c.dropout, dropout_rng),
       n_head_(c.n_head),
@@ -67,7 +67,7 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache,
 }
 
 MLP::MLP(const GPTConfig& c, Rng& init_rng, Rng& dropout_rng)
-    : c_fc(c.n_embd, 4 * c.n_embd, c.bias, init_rng, c.dtype, kInitStd),
+    : c_fc(c.n_embd, 4 * c.n_embd, c.bias, init_rng, c.dtype, kNanoGptStd),
       c_proj(4 * c.n_embd, c.n_embd, c.bias, init_rng, c.dtype, c_proj_std(c)),
       dropout(c.dropout, dropout_rng),
       gelu_(c.gelu) {
@@ -106,8 +106,8 @@ Tensor Block::forward_cached(const Tensor& x_in, Tensor& k_cache, Tensor& v_cach
 }
 
 GPT::Transformer::Transformer(const GPTConfig& c, Rng& init_rng, Rng& dropout_rng)
-    : wte(c.vocab_size, c.n_embd, init_rng, c.dtype, kInitStd),
-      wpe(c.block_size, c.n_embd, init_rng, c.dtype, kInitStd),
+    : wte(c.vocab_size, c.n_embd, init_rng, c.dtype, kNanoGptStd),
+      wpe(c.block_size, c.n_embd, init_rng, c.dtype, kNanoGptStd),
       drop(c.dropout, dropout_rng),
       ln_f(c.n_embd, c.bias, c.dtype) {
   register_module("wte", wte);

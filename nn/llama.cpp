@@ -34,7 +34,7 @@ const LlamaConfig& validated(const LlamaConfig& c) {
 }
 
 // Hugging Face's initializer_range: every weight N(0, 0.02^2).
-constexpr double kInitStd = 0.02;
+constexpr double kInitializerRange = 0.02;
 
 }  // namespace
 
@@ -88,13 +88,13 @@ AttentionOutput llama_attention(const Tensor& X, const std::vector<Tensor>& W,
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c, Rng& init_rng)
     : q_proj(c.hidden_size, c.num_attention_heads * c.head_dim(), false, init_rng, c.dtype,
-             kInitStd),
+             kInitializerRange),
       k_proj(c.hidden_size, c.num_key_value_heads * c.head_dim(), false, init_rng, c.dtype,
-             kInitStd),
+             kInitializerRange),
       v_proj(c.hidden_size, c.num_key_value_heads * c.head_dim(), false, init_rng, c.dtype,
-             kInitStd),
+             kInitializerRange),
       o_proj(c.num_attention_heads * c.head_dim(), c.hidden_size, false, init_rng, c.dtype,
-             kInitStd),
+             kInitializerRange),
       heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim()),
@@ -147,9 +147,9 @@ Tensor LlamaAttention::forward(const Tensor& x, int64_t start, Tensor* k_cache,
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c, Rng& init_rng)
-    : gate_proj(c.hidden_size, c.intermediate_size, false, init_rng, c.dtype, kInitStd),
-      up_proj(c.hidden_size, c.intermediate_size, false, init_rng, c.dtype, kInitStd),
-      down_proj(c.intermediate_size, c.hidden_size, false, init_rng, c.dtype, kInitStd) {
+    : gate_proj(c.hidden_size, c.intermediate_size, false, init_rng, c.dtype, kInitializerRange),
+      up_proj(c.hidden_size, c.intermediate_size, false, init_rng, c.dtype, kInitializerRange),
+      down_proj(c.intermediate_size, c.hidden_size, false, init_rng, c.dtype, kInitializerRange) {
   register_module("gate_proj", gate_proj);
   register_module("up_proj", up_proj);
   register_module("down_proj", down_proj);
@@ -177,7 +177,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x_in, int64_t start, Tensor* k_c
 }
 
 Llama::Model::Model(const LlamaConfig& c, Rng& init_rng)
-    : embed_tokens(c.vocab_size, c.hidden_size, init_rng, c.dtype, kInitStd),
+    : embed_tokens(c.vocab_size, c.hidden_size, init_rng, c.dtype, kInitializerRange),
       norm(c.hidden_size, c.rms_norm_eps, true, c.dtype) {
   register_module("embed_tokens", embed_tokens);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -191,7 +191,7 @@ Llama::Llama(const LlamaConfig& config, Rng& init_rng)
   register_module("model", model);
   if (config_.tie_word_embeddings) return;
   lm_head = std::make_unique<Linear>(config_.hidden_size, config_.vocab_size, false, init_rng,
-                                     config_.dtype, kInitStd);
+                                     config_.dtype, kInitializerRange);
   register_module("lm_head", *lm_head);
 }
 

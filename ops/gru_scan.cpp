@@ -38,11 +38,11 @@ namespace tg {
 
 namespace {
 
-struct Dims {
+struct GruDims {
   int64_t T, B, H;
 };
 
-Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0) {
+GruDims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0) {
   detail::check_defined("gru_scan", gi, "gi");
   detail::check_defined("gru_scan", W, "w_hh");
   detail::check_defined("gru_scan", h0, "h0");
@@ -59,7 +59,7 @@ Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tens
   const std::string want =
       "gru_scan: needs gi (T, B, 3H), w_hh (3H, H), b_hh (3H,) or none, h0 (B, H); got " + shapes;
   if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2) throw ShapeError(want);
-  const Dims d{gi.size(0), gi.size(1), W.size(1)};
+  const GruDims d{gi.size(0), gi.size(1), W.size(1)};
   if (W.size(0) != 3 * d.H || gi.size(2) != 3 * d.H || h0.shape() != Shape{d.B, d.H} ||
       (b.defined() && b.shape() != Shape{3 * d.H}))
     throw ShapeError(want);
@@ -68,7 +68,7 @@ Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tens
 
 // Y (T, B, H) and the saved gates S (T, B, 4H): [r, z, n, Gh_n] of every step.
 template <class T>
-void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+void forward_kernel(const GruDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                     const Tensor& h0, Tensor& Y, Tensor& S) {
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 3 * H, step = B * H;
@@ -99,7 +99,7 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
 // the recording without a gradient), dh0 is left undefined and the first step's product with W,
 // which only it needs, is skipped.
 template <class T>
-Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
+Grads backward_kernel(const GruDims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
                       const Tensor& Y, const Tensor& S, const Tensor& dY, bool h0_grad) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   using detail::CMapArr, detail::MapArr;
@@ -138,7 +138,7 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
 }
 
 // The same gradients in ops: the forward again, then the steps backward.
-Grads gru_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+Grads gru_scan_formula(const GruDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                        const Tensor& h0, const Tensor& dY) {
   const int64_t B = d.B, H = d.H;
   struct Step {
@@ -177,14 +177,9 @@ Grads gru_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const T
   return {stack(dGi, 0), dW, b.defined() ? sum_to(stack(dGh, 0), b.shape()) : Tensor(), dh};
 }
 
-// t, or zeros of `shape` where it is undefined (a zero tangent), so the steps read it alike.
-Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
-  return t.defined() ? t : zeros(shape, dtype);
-}
-
 // The tangent rule in ops: h_{t-1} read from the output Y, the gates recomputed from it for
 // every step at once, then the tangents' recurrence (math at the top), one GEMM a step.
-Tensor gru_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+Tensor gru_scan_tangent(const GruDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                         const Tensor& h0, const Tangents& t, const Tensor& Y) {
   const int64_t T = d.T, B = d.B, H = d.H;
   if (T == 0) return zeros(Y.shape(), Y.dtype());
@@ -198,9 +193,9 @@ Tensor gru_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const 
   const Tensor hp_tW = detail::tangent_term(
       t[1], [&](const Tensor& tW) { return matmul(h_prev, tW, false, true); });
   const Tensor tGh_in =
-      or_zeros(detail::tangent_sum(hp_tW, t[2], gh.shape()), gh.shape(), Y.dtype());
+      detail::or_zeros(detail::tangent_sum(hp_tW, t[2], gh.shape()), gh.shape(), Y.dtype());
   auto steps = [](const Tensor& x) { return split(x, 1, 0); };  // T x (1, B, .)
-  const std::vector<Tensor> tGi_s = steps(or_zeros(t[0], gi.shape(), Y.dtype())),
+  const std::vector<Tensor> tGi_s = steps(detail::or_zeros(t[0], gi.shape(), Y.dtype())),
                             tGh_in_s = steps(tGh_in), rz_slope_s = steps(mul(rz, sub(1.0, rz))),
                             n_slope_s = steps(sub(1.0, mul(n, n))), r_s = steps(r), z_s = steps(z),
                             ghn_s = steps(ghn), one_minus_z_s = steps(sub(1.0, z)),
@@ -225,7 +220,7 @@ Tensor gru_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const 
 
 Tensor gru_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
                 const std::source_location& where) {
-  const Dims d = check_inputs(gi, W, b, h0);
+  const GruDims d = check_inputs(gi, W, b, h0);
   Tensor Y(Shape{d.T, d.B, d.H}, gi.dtype());
   Tensor S(Shape{d.T, d.B, 4 * d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, Y, S); });

@@ -39,11 +39,11 @@ namespace tg {
 
 namespace {
 
-struct Dims {
+struct LstmDims {
   int64_t T, B, H;
 };
 
-Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
+LstmDims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
                   const Tensor& c0) {
   detail::check_defined("lstm_scan", gi, "gi");
   detail::check_defined("lstm_scan", W, "w_hh");
@@ -62,7 +62,7 @@ Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tens
   const std::string want = "lstm_scan: needs gi (T, B, 4H), w_hh (4H, H), bias (4H,) or none, "
                            "h0 and c0 (B, H); got " + shapes;
   if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2 || c0.rank() != 2) throw ShapeError(want);
-  const Dims d{gi.size(0), gi.size(1), W.size(1)};
+  const LstmDims d{gi.size(0), gi.size(1), W.size(1)};
   const Shape state{d.B, d.H};
   if (W.size(0) != 4 * d.H || gi.size(2) != 4 * d.H || h0.shape() != state ||
       c0.shape() != state || (b.defined() && b.shape() != Shape{4 * d.H}))
@@ -73,7 +73,7 @@ Dims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const Tens
 // Y (2, T, B, H), the gate activations A (T, B, 4H): [i, f, g, o] of every step, and tanh(c_t)
 // of every step, C (T, B, H), for the backward.
 template <class T>
-void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+void forward_kernel(const LstmDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                     const Tensor& h0, const Tensor& c0, Tensor& Y, Tensor& A, Tensor& C) {
   using detail::CMapArr, detail::MapArr;
   const int64_t B = d.B, H = d.H, G = 4 * H, step = B * H;
@@ -117,7 +117,7 @@ void forward_kernel(const Dims& d, const Tensor& gi, const Tensor& W, const Tens
 // state_grads (neither h0 nor c0 took part in the recording with a gradient), dh0 and dc0 are
 // left undefined and the first step's product with W, which only they need, is skipped.
 template <class T>
-Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
+Grads backward_kernel(const LstmDims& d, const Tensor& W, const Tensor& b, const Tensor& h0,
                       const Tensor& c0, const Tensor& Y, const Tensor& A, const Tensor& C,
                       const Tensor& dY, bool state_grads) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
@@ -159,7 +159,7 @@ Grads backward_kernel(const Dims& d, const Tensor& W, const Tensor& b, const Ten
 }
 
 // The same gradients in ops: the forward again, then the steps backward.
-Grads lstm_scan_formula(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+Grads lstm_scan_formula(const LstmDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                         const Tensor& h0, const Tensor& c0, const Tensor& dY) {
   const int64_t B = d.B, H = d.H;
   struct Step {
@@ -208,14 +208,9 @@ Tensor previous(const Tensor& x0, const Tensor& xs) {
   return cat({reshape(x0, {1, x0.size(0), x0.size(1)}), narrow(xs, 0, 0, xs.size(0) - 1)}, 0);
 }
 
-// t, or zeros of `shape` where it is undefined (a zero tangent), so the steps read it alike.
-Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
-  return t.defined() ? t : zeros(shape, dtype);
-}
-
 // The tangent rule in ops: h_{t-1} and c_{t-1} read from the output Y, the gates recomputed from
 // them for every step at once, then the tangents' recurrence (math at the top), one GEMM a step.
-Tensor lstm_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
+Tensor lstm_scan_tangent(const LstmDims& d, const Tensor& gi, const Tensor& W, const Tensor& b,
                          const Tensor& h0, const Tensor& c0, const Tangents& t, const Tensor& Y) {
   const int64_t T = d.T, B = d.B, H = d.H;
   if (T == 0) return zeros(Y.shape(), Y.dtype());
@@ -232,7 +227,7 @@ Tensor lstm_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const
   // tG's terms outside the recurrence, tGi + h_{t-1} tW^T + tb, every step at once
   const Tensor hp_tW = detail::tangent_term(
       t[1], [&](const Tensor& tW) { return matmul(h_prev, tW, false, true); });
-  const Tensor tG_in = or_zeros(
+  const Tensor tG_in = detail::or_zeros(
       detail::tangent_sum(detail::tangent_sum(t[0], hp_tW, G.shape()), t[2], G.shape()),
       G.shape(), Y.dtype());
   auto steps = [](const Tensor& x) { return split(x, 1, 0); };  // T x (1, B, .)
@@ -259,7 +254,7 @@ Tensor lstm_scan_tangent(const Dims& d, const Tensor& gi, const Tensor& W, const
 
 Tensor lstm_scan(const Tensor& gi, const Tensor& W, const Tensor& b, const Tensor& h0,
                  const Tensor& c0, const std::source_location& where) {
-  const Dims d = check_inputs(gi, W, b, h0, c0);
+  const LstmDims d = check_inputs(gi, W, b, h0, c0);
   Tensor Y(Shape{2, d.T, d.B, d.H}, gi.dtype());
   Tensor A(gi.shape(), gi.dtype()), C(Shape{d.T, d.B, d.H}, gi.dtype());
   dispatch(gi.dtype(), [&]<class T>() { forward_kernel<T>(d, gi, W, b, h0, c0, Y, A, C); });

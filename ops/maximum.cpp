@@ -14,7 +14,7 @@ namespace tg {
 namespace {
 
 // Where the gradient of `first` goes in first maximum second: 1, 1/2 at ties, 0 where the other wins.
-Tensor share(const Tensor& first, const Tensor& second) {
+Tensor max_share(const Tensor& first, const Tensor& second) {
   return dispatch(first.dtype(), [&]<class T>() {
     return detail::broadcast_binary<T>("maximum", first, second, [](auto x, auto y) {
       return (x < y).select(T(0), T(1) - (x == y).template cast<T>() * T(0.5));
@@ -32,7 +32,7 @@ Tensor maximum(const Tensor& A, const Tensor& B, const std::source_location& whe
       return (x > y || x != x).select(x, y);  // NaN in either wins, as PyTorch's
     });
   });
-  return detail::record_pick("maximum", Y, A, B, share, where);
+  return detail::record_pick("maximum", Y, A, B, max_share, where);
 }
 
 }  // namespace tg

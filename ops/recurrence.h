@@ -62,6 +62,11 @@ void transpose_into(const T* src, int64_t rows, int64_t cols, T* dst, int64_t ld
 }
 #pragma GCC diagnostic pop
 
+/// t, or zeros of `shape` where it is undefined (a zero tangent), so the steps read it alike.
+inline Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
+  return t.defined() ? t : zeros(shape, dtype);
+}
+
 /// Scratch for step_product over B rows with op(W) (k, n): none unless steps_by_columns(B).
 inline Tensor step_scratch(int64_t B, int64_t k, int64_t n, Dtype dtype) {
   return steps_by_columns(B) ? Tensor(Shape{(k + n) * B}, dtype) : Tensor();

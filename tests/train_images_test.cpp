@@ -4,7 +4,7 @@
 // accuracy in loss.svg; a run stopped after an epoch and resumed ends bit for bit where the
 // run never stopped ends; the model.safetensors of a run loads into pytorch/examples' Net (and
 // the MLP) with load_state_dict and scores the test images as the run's last test_accuracy says;
-// a --no-shuffle --dropout 0 --dtype f64 run on the first 2,048 images of Debian's Fashion-MNIST
+// a --no-shuffle --dropout 0 --dtype f64 run on the first 1,024 images of Debian's Fashion-MNIST
 // has every update's loss equal to a PyTorch replay of the same recipe from the same --init
 // weights (tests/image_train_reference.py), and the same run with Net's dropouts on does not
 // (the negative control). python3 with numpy and torch
@@ -194,12 +194,12 @@ TEST(TrainImages, ModelLoadsIntoTorchWithTheRunsTestAccuracy) {
   }
 }
 
-// The images the replay trains on: the first 2,048, 32 updates an epoch (under AddressSanitizer,
+// The images the replay trains on: the first 1,024, 16 updates an epoch (under AddressSanitizer,
 // whose instrumented convolutions run several times slower, the first 256: 4 updates an epoch).
 #if defined(TG_ASAN)
 constexpr int kReplayImages = 256;
 #else
-constexpr int kReplayImages = 2048;
+constexpr int kReplayImages = 1024;
 #endif
 
 TEST(TrainImages, StepLossesMatchAPyTorchReplay) {
@@ -236,7 +236,7 @@ TEST(TrainImages, StepLossesMatchAPyTorchReplay) {
   double worst = 0;
   for (size_t s = 0; s < got.size(); ++s) worst = std::max(worst, std::abs(got[s] - want[s]) / std::abs(want[s]));
   EXPECT_LE(worst, 1e-10);
-  if (kReplayImages == 2048) {
+  if (kReplayImages == 1024) {
     EXPECT_LT(want.back(), 0.8 * want.front());  // the replay trains
   }
   // The negative control: Net's own dropouts, one epoch.
