@@ -81,7 +81,8 @@ leaves, and
 forward alone with no tape (tapegrad: BM_OpChain_FwdBwd / BM_OpChain_Fwd of
 bench/overhead_bench.cpp, with its "tape bytes/op" counter; PyTorch: torch_side.py op_chain).
 Targets, at one thread: a recorded op with its backward at most 150 ns, and at most 400 bytes of
-tape per recorded scalar op. (libtorch has no column here yet.)
+tape per recorded scalar op. With --libtorch, libtorch runs the same chain too (libtorch_side
+op_chain).
 
 The header says which convolution PyTorch runs: one forward and backward of Net under
 ONEDNN_VERBOSE=1 (torch 1.13's oneDNN 2.6 then prints a line per primitive it runs; it honours
@@ -540,17 +541,29 @@ def compare_overhead(a, threads, allocators, targets):
     first against its bounds of 150 ns an op and 400 bytes of tape an op."""
     print(f"\nPer-op overhead: a chain of {CHAIN_OPS} scalar ops (y = y * w + b), double, "
           f"{threads} thread(s)\n")
-    print("| case | tapegrad | PyTorch | PyTorch / tapegrad | tapegrad's tape | PyTorch's "
-          "allocator |")
-    print("|---|---|---|---|---|---|")
+    lt_head = " libtorch | libtorch / tapegrad |" if a.libtorch else ""
+    print("| case | tapegrad | PyTorch | PyTorch / tapegrad |" + lt_head + " tapegrad's tape | "
+          "PyTorch's allocator |")
+    print("|---|---|---|---|" + ("---|---|" if a.libtorch else "") + "---|---|")
     for mode, bench_name in (("fwdbwd", "BM_OpChain_FwdBwd"), ("fwd", "BM_OpChain_Fwd")):
-        tg, pt_run, alloc = fastest_turns(
-            a, f"{bench_name}<double>/N:{CHAIN_OPS}",
-            ["op_chain", CHAIN_OPS, "double", mode, threads, a.min_time], allocators, threads)
+        args = ["op_chain", CHAIN_OPS, "double", mode, threads, a.min_time]
+        tgs, pts, lts = [], [], []
+        for _ in range(a.repeat):  # tapegrad, PyTorch and libtorch take turns
+            tgs.append(run_tapegrad(a.bench, f"{bench_name}<double>/N:{CHAIN_OPS}", threads,
+                                    a.min_time))
+            pts.append(best_torch(args, allocators, threads))
+            if a.libtorch:
+                lts.append(best_torch(args, allocators, threads, a.libtorch))
+        tg = min(tgs, key=lambda r: r["seconds"])
+        pt_run, alloc = min(pts, key=lambda r: r[0]["seconds"])
         t, pt = tg["seconds"] / CHAIN_OPS, pt_run["seconds"] / CHAIN_OPS
+        lt_cells = ""
+        if a.libtorch:
+            lt = min(r[0]["seconds"] for r in lts) / CHAIN_OPS
+            lt_cells = f" {lt * 1e9:.0f} ns | {lt / t:.1f}x |"
         tape = tg["tape_bytes_per_op"]
         what = "recorded op + its backward" if mode == "fwdbwd" else "op, no tape"
-        print(f"| {what} | {t * 1e9:.0f} ns | {pt * 1e9:.0f} ns | {pt / t:.1f}x | "
+        print(f"| {what} | {t * 1e9:.0f} ns | {pt * 1e9:.0f} ns | {pt / t:.1f}x |" + lt_cells + " "
               + (f"{tape:.0f} bytes/op" if tape else "-") + f" | {alloc} |", flush=True)
         if mode == "fwdbwd" and threads == 1:
             targets.check(t <= 150e-9, f"1T recorded op + backward: {t * 1e9:.0f} ns (<= 150 ns)")

@@ -5,6 +5,7 @@
 //   libtorch_side info THREADS
 //   libtorch_side attention B T D H float|double Fwd|FwdBwd THREADS MIN_TIME
 //   libtorch_side gpt float|double THREADS MIN_TIME
+//   libtorch_side op_chain N float|double fwdbwd|fwd THREADS MIN_TIME
 //
 // The attention is composed as nanoGPT writes it (libtorch 1.13 has no fused attention); the GPT
 // step is nanoGPT's model, AdamW and clipping as torch_side.py runs them, written with torch::nn.
@@ -50,7 +51,7 @@ void time_loop(const std::function<void()>& step, double min_time) {
 torch::Dtype dtype_of(const std::string& name) {
   if (name == "float") return torch::kFloat32;
   if (name == "double") return torch::kFloat64;
-  throw std::invalid_argument("libtorch_side: dtype must be float or double, got " + name);
+  throw std::invalid_argument("dtype must be float or double, got " + name);
 }
 
 // X (B, T, D) through W_Q, W_K, W_V, W_O (D, D), H heads, L = 0.5 sum(Y^2).
@@ -186,6 +187,34 @@ void gpt(torch::Dtype dt, double min_time) {
       min_time);
 }
 
+// A chain of n scalar ops, y = y * w + b repeated, on leaves that take a gradient (torch_side.py's
+// op_chain, BM_OpChain_FwdBwd / BM_OpChain_Fwd): "fwdbwd" records it and runs its backward into
+// x, w and b; "fwd" runs it under NoGradGuard. Seconds per chain: divide by n for an op's cost.
+void op_chain(int64_t n, torch::Dtype dt, const std::string& mode, double min_time) {
+  if (mode != "fwdbwd" && mode != "fwd")
+    throw std::invalid_argument("op_chain's mode must be fwdbwd or fwd, got " + mode);
+  const auto opts = torch::TensorOptions().dtype(dt);
+  std::vector<torch::Tensor> leaves;
+  for (double v : {0.5, 0.999, 0.001}) leaves.push_back(torch::tensor(v, opts).requires_grad_());
+  const torch::Tensor &x = leaves[0], &w = leaves[1], &b = leaves[2];
+  auto chain = [&] {
+    torch::Tensor y = x;
+    for (int64_t i = 0; i < n / 2; ++i) y = y * w + b;
+    return y;
+  };
+  time_loop(
+      [&] {
+        if (mode == "fwd") {
+          torch::NoGradGuard no_grad;
+          chain();
+        } else {
+          for (torch::Tensor& t : leaves) t.mutable_grad() = torch::Tensor();
+          chain().backward();
+        }
+      },
+      min_time);
+}
+
 void info(int threads) {
   std::printf("{\"version\": \"%s\", \"threads\": %d, \"interop_threads\": %d}\n", TORCH_VERSION,
               threads, at::get_num_interop_threads());
@@ -206,9 +235,13 @@ int main(int argc, char** argv) {
     } else if (a.size() == 4 && a[0] == "gpt") {
       at::set_num_threads(std::stoi(a[2]));
       gpt(dtype_of(a[1]), std::stod(a[3]));
+    } else if (a.size() == 6 && a[0] == "op_chain") {
+      at::set_num_threads(std::stoi(a[4]));
+      op_chain(std::stoll(a[1]), dtype_of(a[2]), a[3], std::stod(a[5]));
     } else {
       std::fprintf(stderr, "usage: libtorch_side info THREADS | attention B T D H DTYPE "
-                           "Fwd|FwdBwd THREADS MIN_TIME | gpt DTYPE THREADS MIN_TIME\n");
+                           "Fwd|FwdBwd THREADS MIN_TIME | gpt DTYPE THREADS MIN_TIME | op_chain "
+                           "N DTYPE fwdbwd|fwd THREADS MIN_TIME\n");
       return 2;
     }
   } catch (const std::exception& e) {
