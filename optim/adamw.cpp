@@ -10,16 +10,16 @@
 namespace tg::optim {
 
 namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNoBound = std::numeric_limits<double>::infinity();
 }  // namespace
 
 AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
     : Optimizer("AdamW", std::move(params), options.lr, {"m", "v"}), options_(options) {
   check_range("beta1", options.beta1, 0, 1);
   check_range("beta2", options.beta2, 0, 1);
-  check_range("eps", options.eps, 0, kInf);
-  check_range("weight_decay", options.weight_decay, 0, kInf);
-  check_range("decay_rank_min", options.decay_rank_min, 0, kInf);
+  check_range("eps", options.eps, 0, kNoBound);
+  check_range("weight_decay", options.weight_decay, 0, kNoBound);
+  check_range("decay_rank_min", options.decay_rank_min, 0, kNoBound);
 }
 
 AdamW::AdamW(NamedTensors params, double lr, std::pair<double, double> betas, double eps,
