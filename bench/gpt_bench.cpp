@@ -16,6 +16,7 @@
 #include "bench/flops.h"
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/nn/llama.h>
+#include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/ops.h>
 #include <tapegrad/optim/optim.h>
 
@@ -193,6 +194,7 @@ void BM_Gemm_Peak(benchmark::State& st) {
   const tg::Tensor b = tg::randn({N, N}, rng, tg::dtype_of<T>());
   tg::NoGradGuard no_grad;
   benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());  // first touch of the output buffer
+  st.SetLabel("BLIS kernels: " + tg::detail::blas_kernels());
   for (auto _ : st) benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());
   st.counters["FLOP/s"] = benchmark::Counter(tg::bench::matmul_flops(N, N, N),
                                              benchmark::Counter::kIsIterationInvariantRate);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace tg::detail {
@@ -67,5 +68,9 @@ inline T madd(T a, T b, T c) {
 
 /// Whether products go to BLIS in this build.
 bool have_blas();
+
+/// The name of the kernels BLIS runs on this CPU ("skx", "zen3", ...; "generic" is its portable
+/// C), or "" without BLIS. Starts BLIS if it has not started.
+std::string blas_kernels();
 
 }  // namespace tg::detail

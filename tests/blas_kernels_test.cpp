@@ -1,0 +1,62 @@
+// Which kernels BLIS runs: never its generic C ones on a CPU whose features allow better (Debian
+// 12's BLIS 0.9 does not know AMD's Zen 5 and fell back to them, 8x slower), the user's
+// BLIS_ARCH_TYPE obeyed, and the environment left as it was. ctest runs each test in a process
+// of its own, so each sees BLIS start.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/ops.h>
+
+namespace {
+
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+TEST(BlasKernels, NeverGenericOnACpuWithAvx2AndFma) {
+  if (!tg::detail::have_blas()) GTEST_SKIP() << "built without BLIS (TAPEGRAD_BLAS=OFF)";
+  if (std::getenv("BLIS_ARCH_TYPE") != nullptr) GTEST_SKIP() << "BLIS_ARCH_TYPE is set";
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+  const std::string kernels = tg::detail::blas_kernels();
+  EXPECT_NE(kernels, "generic");
+  EXPECT_NE(kernels, "");
+  // BLIS_ARCH_TYPE, if tapegrad set it while BLIS started, is gone again
+  EXPECT_EQ(std::getenv("BLIS_ARCH_TYPE"), nullptr);
+}
+
+TEST(BlasKernels, TheUsersChoiceIsObeyedAndComputes) {
+  if (!tg::detail::have_blas()) GTEST_SKIP() << "built without BLIS (TAPEGRAD_BLAS=OFF)";
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+  // In a child, so that BLIS starts there with the variable set: 3 is BLIS_ARCH_HASWELL.
+  EXPECT_EXIT(
+      {
+        setenv("BLIS_ARCH_TYPE", "3", 1);
+        if (tg::detail::blas_kernels() != "haswell") std::exit(2);
+        if (std::getenv("BLIS_ARCH_TYPE") == nullptr) std::exit(3);  // the user's stays
+        // a product large enough for BLIS, against one small enough for plain loops per row
+        tg::Rng rng(0);
+        const tg::Tensor a = tg::randn({96, 80}, rng, tg::Dtype::f64);
+        const tg::Tensor b = tg::randn({80, 64}, rng, tg::Dtype::f64);
+        const tg::Tensor y = tg::matmul(a, b);
+        for (int64_t i = 0; i < 96; ++i) {
+          const tg::Tensor row = tg::matmul(tg::narrow(a, 0, i, 1), b);  // 1 x 80 x 64: loops
+          for (int64_t j = 0; j < 64; ++j)
+            if (std::abs(row.at({0, j}) - y.at({i, j})) > 1e-12) std::exit(4);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
