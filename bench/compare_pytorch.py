@@ -21,10 +21,11 @@ Fair to PyTorch, on machines where fresh pages are expensive and the load comes 
   torch.set_num_threads plus OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS, since
   torch.set_num_threads does not reach OpenBLAS's pool. The header prints what PyTorch reports
   (version, BLAS as built and as loaded, OpenBLAS's kernels and thread count).
-- OpenBLAS runs the newest kernels the CPU can run: Debian 12's OpenBLAS 0.3.21 does not know
+- OpenBLAS runs the fastest kernels the CPU can run: Debian 12's OpenBLAS 0.3.21 does not know
   CPUs newer than itself and falls back to its Prescott (SSE3) kernels, 2.5x slower on the GPT
-  step here, so unless OPENBLAS_CORETYPE is set already it is set from the CPU's flags
-  (Cooperlake, SkylakeX or Haswell).
+  step here, so OPENBLAS_CORETYPE is set from the CPU's flags (Cooperlake, SkylakeX or
+  Haswell); where the environment names a set already, a 1024^3 sgemm through torch.mm decides
+  between the two (an AVX-512 CPU told Haswell runs OpenBLAS at half its rate).
 The "CPU/wall" column is the CPU time PyTorch used per second of wall time (about 1 for one
 thread on an idle core; less on a busy machine).
 
@@ -136,21 +137,44 @@ ALLOCATORS = {
 }
 
 
+PROBE = ("import time, torch; torch.set_num_threads(1); a = torch.randn(1024, 1024); "
+         "b = torch.randn(1024, 1024); torch.mm(a, b); t = []\n"
+         "for _ in range(8): s = time.perf_counter(); torch.mm(a, b); "
+         "t.append(time.perf_counter() - s)\n"
+         "print(2 * 1024 ** 3 / min(t) / 1e9)")
+
+
 def openblas_core():
-    """The OpenBLAS kernel set for this CPU, where OpenBLAS 0.3.21 would not find it itself."""
-    if "OPENBLAS_CORETYPE" in os.environ:
-        return None
+    """The OpenBLAS kernel set PyTorch runs fastest here, and how it was chosen.
+
+    The candidates are the environment's OPENBLAS_CORETYPE, if set, and the newest set the CPU's
+    flags allow (OpenBLAS 0.3.21 picks Prescott on CPUs it does not know). With two, each runs a
+    1024^3 sgemm through torch.mm at one thread (fastest of 8) and the faster is kept: an
+    environment may name an older set than the CPU can run (Haswell's AVX2 on an AVX-512 CPU runs
+    at about half the rate)."""
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")),
                      [])
-    for core, needs in (("Cooperlake", "avx512_bf16"), ("SkylakeX", "avx512f"),
-                        ("Haswell", "avx2")):
-        if needs in flags:
-            return core
-    return None
+    by_flags = next((core for core, needs in (("Cooperlake", "avx512_bf16"),
+                                              ("SkylakeX", "avx512f"), ("Haswell", "avx2"))
+                     if needs in flags), None)
+    candidates = list(dict.fromkeys(c for c in (os.environ.get("OPENBLAS_CORETYPE"), by_flags)
+                                    if c))
+    if len(candidates) < 2:
+        return (candidates or [None])[0], "from the CPU's flags" if by_flags else ""
+    rates = {}
+    for core in candidates:
+        env = dict(os.environ, OPENBLAS_CORETYPE=core, OPENBLAS_NUM_THREADS="1",
+                   OMP_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                             text=True)
+        rates[core] = float(out.stdout) if out.returncode == 0 else 0.0
+    best = max(candidates, key=lambda c: rates[c])
+    return best, "the faster by a 1024^3 sgemm at one thread: " + ", ".join(
+        f"{c} {rates[c]:.0f} GFLOP/s" for c in candidates)
 
 
-OPENBLAS_CORE = openblas_core()
+OPENBLAS_CORE, OPENBLAS_CHOICE = openblas_core()
 
 
 def torch_env(allocator, threads):
@@ -273,7 +297,7 @@ def print_header(a, threads_list, allocators):
               "glibc only")
     if OPENBLAS_CORE:
         print(f"OpenBLAS kernels: OPENBLAS_CORETYPE={OPENBLAS_CORE} for PyTorch and libtorch "
-              "(from the CPU's flags; OpenBLAS 0.3.21 would pick Prescott on CPUs it does not know)")
+              f"({OPENBLAS_CHOICE})")
     if a.libtorch:
         i = run_torch(["info", threads_list[0]], "glibc", threads_list[0], a.libtorch)
         print(f"libtorch {i['version']} (C++ API): {a.libtorch}, same allocators and thread caps")
