@@ -89,6 +89,16 @@ bool start_blis() {
 void ensure_blis_started() {
   [[maybe_unused]] static const bool started = start_blis();
 }
+
+// Whether the kernels BLIS runs have small-matrix ("sup") ones of their own.
+bool blis_has_sup() {
+  static const bool has = [] {
+    ensure_blis_started();
+    const std::string k = bli_arch_string(bli_arch_query_id());
+    return k == "haswell" || k.starts_with("zen");
+  }();
+  return has;
+}
 #endif
 
 // Y = alpha A' B + beta Y for tiny products, one row of Y at a time: a sum of scaled rows of B,
@@ -193,21 +203,28 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
     const bool narrow = N <= 32 && !tb;
     const bool short_product = M <= 64 && (tb ? N <= 64 : K <= 64) && !aliased(a.ld) &&
                                !aliased(b.ld) && !aliased(y.ld);
-    if (M > 16 && !narrow && !short_product &&
-        (tb || std::max(M, N) >= 512 || (ta && M * N >= 256 * 256)))
-      bli_rntm_disable_l3_sup(&rntm);
-    const trans_t opa = ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-    const trans_t opb = tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-    T al = alpha, be = beta;
-    T* pa = const_cast<T*>(a.data);
-    T* pb = const_cast<T*>(b.data);
-    if constexpr (sizeof(T) == 4)
-      bli_sgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1, nullptr,
-                   &rntm);
-    else
-      bli_dgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1, nullptr,
-                   &rntm);
-    return;
+    const bool sup = M <= 16 || narrow || short_product ||
+                     !(tb || std::max(M, N) >= 512 || (ta && M * N >= 256 * 256));
+    if (!sup) bli_rntm_disable_l3_sup(&rntm);
+    // BLIS 0.9 has sup kernels for haswell and the zen family only; elsewhere (skx) its sup path
+    // runs reference C. There Eigen (one thread) takes the products sup would, up to 256^3
+    // (float, one thread, Zen 5, skx against Eigen built for AVX-512: 1x3072x768, B transposed,
+    // 2.4 against 35.7 GFLOP/s; 16x3072x768 46 against 75; 32x9x676 16 against 48; 64x256x64
+    // 119 against 150; from 256^3 BLIS leads, 185 against 159).
+    if (!sup || blis_has_sup() || (M > 16 && work >= 256 * 256 * 256)) {
+      const trans_t opa = ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+      const trans_t opb = tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+      T al = alpha, be = beta;
+      T* pa = const_cast<T*>(a.data);
+      T* pb = const_cast<T*>(b.data);
+      if constexpr (sizeof(T) == 4)
+        bli_sgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1,
+                     nullptr, &rntm);
+      else
+        bli_dgemm_ex(opa, opb, M, N, K, &al, pa, a.ld, 1, pb, b.ld, 1, &be, y.data, y.ld, 1,
+                     nullptr, &rntm);
+      return;
+    }
   }
 #endif
   if (work <= kTiny) {  // K = 0 too: Y = beta Y
