@@ -75,10 +75,10 @@ void forward_kernel(const GruDims& d, const Tensor& gi, const Tensor& W, const T
   std::vector<T> gh(static_cast<std::size_t>(B * G));  // h_{t-1} W^T + b of one step
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
-  Tensor scratch = detail::step_scratch(B, H, G, W.dtype());
+  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B);  // h W^T
   for (int64_t t = 0; t < d.T; ++t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
-    detail::step_product<T>(h_prev, detail::view(w, G, H).t(), gh.data(), B, false, scratch);
+    times_w_t(h_prev, gh.data(), false);
     for (int64_t r = 0; r < B; ++r) {
       T* ghr = gh.data() + r * G;
       if (b.defined()) MapArr<T>(ghr, G) += CMapArr<T>(b.data<T>(), G);
@@ -108,7 +108,7 @@ Grads backward_kernel(const GruDims& d, const Tensor& W, const Tensor& b, const 
   Tensor dh = zeros(Shape{B, H}, W.dtype());
   const T *hs = Y.data<T>(), *w = W.data<T>(), *dy = dY.data<T>();
   Arr dh_t(H), dn(H), db = Arr::Zero(G);
-  Tensor scratch = detail::step_scratch(B, G, H, W.dtype());
+  const detail::StepProduct<T> times_w(detail::view(w, G, H), B);  // dGh W
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     T* dgh_t = dGh.data<T>() + t * B * G;
@@ -130,7 +130,7 @@ Grads backward_kernel(const GruDims& d, const Tensor& W, const Tensor& b, const 
       if (b.defined()) db += CMapArr<T>(gh_row, G);
     }
     if (t > 0 || h0_grad)
-      detail::step_product<T>(dgh_t, detail::view(w, G, H), dh.data<T>(), B, true, scratch);
+      times_w(dgh_t, dh.data<T>(), true);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGh.data<T>(), h0.data<T>(), hs, d.T, B, G, H);

@@ -80,7 +80,7 @@ void forward_kernel(const LstmDims& d, const Tensor& gi, const Tensor& W, const 
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
   T* cs = hs + d.T * step;
-  Tensor scratch = detail::step_scratch(B, H, G, W.dtype());
+  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B);  // h W^T
   // taken once: data() bumps a version
   T *a0 = A.data<T>(), *tanh_c = C.data<T>();
   const T *gi0 = gi.data<T>(), *bias = b.defined() ? b.data<T>() : nullptr;
@@ -89,7 +89,7 @@ void forward_kernel(const LstmDims& d, const Tensor& gi, const Tensor& W, const 
     const T* gi_t = gi0 + t * B * G;
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
-    detail::step_product<T>(h_prev, detail::view(w, G, H).t(), a, B, false, scratch);
+    times_w_t(h_prev, a, false);
     for (int64_t r = 0; r < B; ++r) {
       T* row = a + r * G;
       auto a_row = MapArr<T>(row, G);
@@ -128,7 +128,7 @@ Grads backward_kernel(const LstmDims& d, const Tensor& W, const Tensor& b, const
   const T *hs = Y.data<T>(), *cs = hs + d.T * step, *w = W.data<T>();
   const T *dyh = dY.data<T>(), *dyc = dyh + d.T * step;
   Arr dh_t(H), dc_t(H), db = Arr::Zero(G);
-  Tensor scratch = detail::step_scratch(B, G, H, W.dtype());
+  const detail::StepProduct<T> times_w(detail::view(w, G, H), B);  // dG W
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
     T* dg_t = dGi.data<T>() + t * B * G;
@@ -150,7 +150,7 @@ Grads backward_kernel(const LstmDims& d, const Tensor& W, const Tensor& b, const
       if (b.defined()) db += CMapArr<T>(row, G);
     }
     if (t > 0 || state_grads)
-      detail::step_product<T>(dg_t, detail::view(w, G, H), dh.data<T>(), B, false, scratch);
+      times_w(dg_t, dh.data<T>(), false);
   }
   const Tensor dW =
       detail::recurrent_weight_grad<T>(dGi.data<T>(), h0.data<T>(), hs, d.T, B, G, H);

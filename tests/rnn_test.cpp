@@ -219,6 +219,74 @@ TEST(Scans, StatesWithoutGradientsLeaveTheOtherGradientsAsTheyWere) {
   }
 }
 
+// The scans' step products run through op(W) packed in panels (ops/recurrence.h) when its
+// width is a whole number of them (H 32 here: 4H, 3H and H are, at every SIMD width), in tiles of
+// 8, 2 and 1 rows (the batches below take each). Against the steps composed from ops (matmul's
+// products, another order of sums): the outputs, and every input's gradient of sum(Y R) by the
+// kernels against the formulas' (create_graph). Negative control: W moved by 1e-6 in the
+// composed steps.
+TEST(Scans, PackedStepsEqualTheStepsComposedFromOps) {
+  Rng rng(9);
+  const int64_t T = 3, H = 32;
+  for (const Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    const double tol = dtype == Dtype::f64 ? 1e-12 : 2e-5;
+    for (const int64_t B : {1, 3, 5, 8, 11, 17}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", B " + std::to_string(B));
+      const auto r = [&](Shape s) { return scale(randn(s, rng, dtype), 0.5); };
+      const Tensor gi4 = r({T, B, 4 * H}), W4 = r({4 * H, H}), b4 = r({4 * H});
+      const Tensor gi3 = r({T, B, 3 * H}), W3 = r({3 * H, H}), b3 = r({3 * H});
+      const Tensor h0 = r({B, H}), c0 = r({B, H});
+      const auto step = [&](const Tensor& gi, int64_t t) { return reshape(narrow(gi, 0, t, 1), {B, -1}); };
+      const auto lstm_by_ops = [&](const Tensor& W) {
+        Tensor h = h0, c = c0;
+        std::vector<Tensor> hs, cs;
+        for (int64_t t = 0; t < T; ++t) {
+          const Tensor G = add(add(step(gi4, t), matmul(h, W, false, true)), b4);
+          const Tensor i = sigmoid(narrow(G, 1, 0, H)), f = sigmoid(narrow(G, 1, H, H)),
+                       g = tanh(narrow(G, 1, 2 * H, H)), o = sigmoid(narrow(G, 1, 3 * H, H));
+          c = add(mul(f, c), mul(i, g));
+          h = mul(o, tanh(c));
+          hs.push_back(h), cs.push_back(c);
+        }
+        return stack({stack(hs, 0), stack(cs, 0)}, 0);
+      };
+      const auto gru_by_ops = [&](const Tensor& W) {
+        Tensor h = h0;
+        std::vector<Tensor> hs;
+        for (int64_t t = 0; t < T; ++t) {
+          const Tensor gi = step(gi3, t), gh = add(matmul(h, W, false, true), b3);
+          const Tensor rg = sigmoid(add(narrow(gi, 1, 0, H), narrow(gh, 1, 0, H)));
+          const Tensor z = sigmoid(add(narrow(gi, 1, H, H), narrow(gh, 1, H, H)));
+          const Tensor n = tanh(add(narrow(gi, 1, 2 * H, H), mul(rg, narrow(gh, 1, 2 * H, H))));
+          h = add(n, mul(z, sub(h, n)));
+          hs.push_back(h);
+        }
+        return stack(hs, 0);
+      };
+      EXPECT_LT(rel_diff(lstm_by_ops(W4), lstm_scan(gi4, W4, b4, h0, c0)), tol);
+      EXPECT_LT(rel_diff(gru_by_ops(W3), gru_scan(gi3, W3, b3, h0)), tol);
+      EXPECT_GT(rel_diff(lstm_by_ops(add(W4, 1e-6)), lstm_scan(gi4, W4, b4, h0, c0)), 1e-8);
+      EXPECT_GT(rel_diff(gru_by_ops(add(W3, 1e-6)), gru_scan(gi3, W3, b3, h0)), 1e-8);
+      for (const bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm_scan" : "gru_scan");
+        std::vector<Tensor> x = lstm ? std::vector<Tensor>{gi4, W4, b4, h0, c0}
+                                     : std::vector<Tensor>{gi3, W3, b3, h0};
+        const Tensor R = r(lstm ? Shape{2, T, B, H} : Shape{T, B, H});
+        const auto grads = [&](bool create_graph) {
+          std::vector<Tensor> in;
+          for (const Tensor& t : x) in.push_back(t.detach().set_requires_grad());
+          const Tensor y = lstm ? lstm_scan(in[0], in[1], in[2], in[3], in[4])
+                                : gru_scan(in[0], in[1], in[2], in[3]);
+          return tg::grad({sum(mul(y, R))}, in, {}, create_graph);
+        };
+        const std::vector<Tensor> kernel = grads(false), formula = grads(true);
+        for (std::size_t k = 0; k < x.size(); ++k)
+          EXPECT_LT(rel_diff(formula[k], kernel[k]), tol) << "input " << k;
+      }
+    }
+  }
+}
+
 TEST(GRU, OneStepIsTheFormulaByLoops) {
   Rng rng(4);
   GRUCell cell(1, 1, rng, true, Dtype::f64);
