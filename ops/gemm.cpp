@@ -1,6 +1,8 @@
 #include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/threads.h>
 
+#include <tapegrad/autograd/tensor.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <climits>
@@ -100,6 +102,43 @@ bool blis_has_sup() {
   return has;
 }
 #endif
+
+// Eigen's blocked product with its packing buffers taken from the thread's buffer cache (one
+// tensor, reused from call to call) rather than from the heap at each call, as Eigen's own
+// product does for buffers over its stack limit (128 KiB): under AddressSanitizer those freed
+// buffers sit in its quarantine, and the fused attention's products (64 rows by thousands of
+// keys) grew a run's peak RSS from 135 to 217 MiB that way. Eigen's internal interface (3.4):
+// the blocking's sizes from computeProductBlockingSizes, the buffers set on a level3_blocking.
+template <class T>
+class CachedBlocking : public Eigen::internal::level3_blocking<T, T> {
+ public:
+  // For the product of a row-major result: Eigen runs it transposed, so its rows are N.
+  CachedBlocking(Eigen::Index M, Eigen::Index N, Eigen::Index K) {
+    Eigen::Index kc = K, mc = N, nc = M;
+    Eigen::internal::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, Eigen::Index(1));
+    constexpr Eigen::Index align = 64 / sizeof(T);
+    const Eigen::Index a = (kc * mc + align - 1) / align * align;
+    space_ = Tensor(Shape{a + kc * nc}, dtype_of<T>());
+    this->m_kc = kc, this->m_mc = mc, this->m_nc = nc;
+    this->m_blockA = space_.data<T>();
+    this->m_blockB = this->m_blockA + a;
+  }
+
+ private:
+  Tensor space_;
+};
+
+// Y (+)= alpha op(A) op(B) by Eigen's blocked product, its buffers cached (above).
+template <class T, int OrderA, int OrderB>
+void cached_eigen_product(const MatrixView<const T>& a, const MatrixView<const T>& b,
+                          const MatrixView<T>& y, T alpha) {
+  const Eigen::Index M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
+  CachedBlocking<T> blocking(M, N, K);
+  Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, OrderA, false, T, OrderB, false,
+                                                 Eigen::RowMajor, 1>::run(M, N, K, a.data, a.ld,
+                                                                         b.data, b.ld, y.data, 1,
+                                                                         y.ld, alpha, blocking);
+}
 
 // Y = alpha A' B + beta Y for tiny products, one row of Y at a time: a sum of scaled rows of B,
 // so the inner loop runs along B's rows and vectorises. NC > 0 fixes the row length and KC > 0
@@ -237,6 +276,16 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
   CMap<T> A(a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld));
   CMap<T> B(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
   Map<T> Y(y.data, M, N, Eigen::OuterStride<>(y.ld));
+  if (work >= kBlas && M > 1 && N > 1) {  // a product BLIS's kernels had no sup path for
+    if (beta == T(0)) Y.setZero();
+    else if (beta != T(1)) Y *= beta;
+    constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
+    if (!a.transposed && !b.transposed) cached_eigen_product<T, R, R>(a, b, y, alpha);
+    else if (a.transposed && !b.transposed) cached_eigen_product<T, C, R>(a, b, y, alpha);
+    else if (!a.transposed && b.transposed) cached_eigen_product<T, R, C>(a, b, y, alpha);
+    else cached_eigen_product<T, C, C>(a, b, y, alpha);
+    return;
+  }
   if (!a.transposed && !b.transposed) eigen_product<T>(A, B, Y, alpha, beta);
   else if (a.transposed && !b.transposed) eigen_product<T>(A.transpose(), B, Y, alpha, beta);
   else if (!a.transposed && b.transposed) eigen_product<T>(A, B.transpose(), Y, alpha, beta);

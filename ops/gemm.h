@@ -49,7 +49,8 @@ MatrixView<T> view(T* data, int64_t rows, int64_t cols) {
 
 /// Y = alpha op(A) op(B) + beta Y, Y (M, N) untransposed, with M = op(A)'s rows, N = op(B)'s
 /// columns and op(A)'s columns = op(B)'s rows. The caller checks the shapes. Throws nothing but
-/// std::bad_alloc, when Eigen cannot have its packing buffers for a product it takes.
+/// tg::MemoryError (a std::bad_alloc), when the packing buffers of a product Eigen takes cannot
+/// be had.
 /// (The views come by reference: a 40-byte view passed by value goes through memory, and a
 /// callee that copies it with wider loads than the caller's stores waits on each of them.)
 template <class T>

@@ -75,7 +75,7 @@ void forward_kernel(const GruDims& d, const Tensor& gi, const Tensor& W, const T
   std::vector<T> gh(static_cast<std::size_t>(B * G));  // h_{t-1} W^T + b of one step
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
-  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B);  // h W^T
+  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B, d.T);  // h W^T
   for (int64_t t = 0; t < d.T; ++t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     times_w_t(h_prev, gh.data(), false);
@@ -108,7 +108,7 @@ Grads backward_kernel(const GruDims& d, const Tensor& W, const Tensor& b, const 
   Tensor dh = zeros(Shape{B, H}, W.dtype());
   const T *hs = Y.data<T>(), *w = W.data<T>(), *dy = dY.data<T>();
   Arr dh_t(H), dn(H), db = Arr::Zero(G);
-  const detail::StepProduct<T> times_w(detail::view(w, G, H), B);  // dGh W
+  const detail::StepProduct<T> times_w(detail::view(w, G, H), B, d.T);  // dGh W
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* h_prev = t ? hs + (t - 1) * step : h0.data<T>();
     T* dgh_t = dGh.data<T>() + t * B * G;

@@ -80,7 +80,7 @@ void forward_kernel(const LstmDims& d, const Tensor& gi, const Tensor& W, const 
   const T* w = W.data<T>();
   T* hs = Y.data<T>();
   T* cs = hs + d.T * step;
-  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B);  // h W^T
+  const detail::StepProduct<T> times_w_t(detail::view(w, G, H).t(), B, d.T);  // h W^T
   // taken once: data() bumps a version
   T *a0 = A.data<T>(), *tanh_c = C.data<T>();
   const T *gi0 = gi.data<T>(), *bias = b.defined() ? b.data<T>() : nullptr;
@@ -128,7 +128,7 @@ Grads backward_kernel(const LstmDims& d, const Tensor& W, const Tensor& b, const
   const T *hs = Y.data<T>(), *cs = hs + d.T * step, *w = W.data<T>();
   const T *dyh = dY.data<T>(), *dyc = dyh + d.T * step;
   Arr dh_t(H), dc_t(H), db = Arr::Zero(G);
-  const detail::StepProduct<T> times_w(detail::view(w, G, H), B);  // dG W
+  const detail::StepProduct<T> times_w(detail::view(w, G, H), B, d.T);  // dG W
   for (int64_t t = d.T - 1; t >= 0; --t) {
     const T* c_prev = t ? cs + (t - 1) * step : c0.data<T>();
     T* dg_t = dGi.data<T>() + t * B * G;

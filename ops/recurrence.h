@@ -28,7 +28,8 @@ inline Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
 /// per-call packing of the 1 MiB op(W) is gone: 32 x 1024 x 256 and 32 x 256 x 1024 (float, one
 /// thread, AVX-512, Zen 5) ran about 1.9x the rate of Eigen's product by rows or by columns and
 /// of BLIS's. The panels go to the team's threads (ops/threads.h). Widths that are not a whole
-/// number of panels take gemm.
+/// number of panels, and sequences of fewer than kMinSteps steps (the packing, a pass over W,
+/// costs about one step), take gemm.
 #pragma GCC diagnostic push
 // (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
 // the attribute, harmlessly, as Eigen's own headers do.)
@@ -41,11 +42,13 @@ class StepProduct {
   static constexpr int64_t kPanel = kPacketsPerPanel * kWidth;
   // 16 accumulators with 32 vector registers (AVX-512), 8 with 16 (AVX2 and below)
   static constexpr int kRows = sizeof(P) >= 64 ? 8 : 4;
+  static constexpr int64_t kMinSteps = 4;
 
  public:
-  StepProduct(MatrixView<const T> w, int64_t B) : w_(w), B_(B) {
+  /// For `steps` products of B rows with op(w).
+  StepProduct(MatrixView<const T> w, int64_t B, int64_t steps) : w_(w), B_(B) {
     const int64_t k = w.op_rows(), n = w.op_cols();
-    if (kWidth < 4 || n % kPanel != 0) return;  // gemm's
+    if (kWidth < 4 || n % kPanel != 0 || steps < kMinSteps) return;  // gemm's
     packed_ = Tensor(Shape{k * n}, dtype_of<T>());
     T* out = packed_.data<T>();
     for (int64_t q = 0; q < k; ++q)

@@ -38,7 +38,10 @@ TEST(BlasKernels, NeverGenericOnACpuWithAvx2AndFma) {
 TEST(BlasKernels, TheUsersChoiceIsObeyedAndComputes) {
   if (!tg::detail::have_blas()) GTEST_SKIP() << "built without BLIS (TAPEGRAD_BLAS=OFF)";
   if (!cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
-  // In a child, so that BLIS starts there with the variable set: 3 is BLIS_ARCH_HASWELL.
+  // In a child that starts afresh (the "threadsafe" style runs the test binary again), so that
+  // BLIS starts there with the variable set even when an earlier test of this process started
+  // it: 3 is BLIS_ARCH_HASWELL.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         setenv("BLIS_ARCH_TYPE", "3", 1);
