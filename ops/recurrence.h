@@ -24,12 +24,13 @@ inline Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
 /// the same at every step: the forward's h W^T, the backward's dG W. op(W) is packed once, in
 /// panels of kPanel columns (each (k, kPanel), row by row), and each step runs a kernel of our
 /// own over them: kRows rows of Y by one panel in registers, the k products summed in order (one
-/// rounding each where the CPU has FMA). Its panel stays in the cache for the rows and BLIS's or Eigen's
-/// per-call packing of the 1 MiB op(W) is gone: 32 x 1024 x 256 and 32 x 256 x 1024 (float, one
-/// thread, AVX-512, Zen 5) ran about 1.9x the rate of Eigen's product by rows or by columns and
-/// of BLIS's. The panels go to the team's threads (ops/threads.h). Widths that are not a whole
-/// number of panels, and sequences of fewer than kMinSteps steps (the packing, a pass over W,
-/// costs about one step), take gemm.
+/// rounding each where the CPU has FMA). The panel stays in the cache for all the rows, and the
+/// per-call packing of the 1 MiB op(W) by BLIS or Eigen is gone (float, one thread, AVX-512, Zen
+/// 5; a prototype timed alternately with Eigen's product while the other core was busy: 32 x 1024
+/// x 256 106 against 57 GFLOP/s, 32 x 256 x 1024 107 against 57; the LSTM benchmark 49 -> 36-40
+/// ms, docs/PERFORMANCE.md). The panels go to the team's threads (ops/threads.h). Widths that
+/// are not a whole number of panels, and sequences of fewer than kMinSteps steps (the packing, a
+/// pass over W, costs about one step), take gemm.
 #pragma GCC diagnostic push
 // (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
 // the attribute, harmlessly, as Eigen's own headers do.)

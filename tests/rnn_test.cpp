@@ -237,7 +237,9 @@ TEST(Scans, PackedStepsEqualTheStepsComposedFromOps) {
       const Tensor gi4 = r({T, B, 4 * H}), W4 = r({4 * H, H}), b4 = r({4 * H});
       const Tensor gi3 = r({T, B, 3 * H}), W3 = r({3 * H, H}), b3 = r({3 * H});
       const Tensor h0 = r({B, H}), c0 = r({B, H});
-      const auto step = [&](const Tensor& gi, int64_t t) { return reshape(narrow(gi, 0, t, 1), {B, -1}); };
+      const auto step = [&](const Tensor& gi, int64_t t) {
+        return reshape(narrow(gi, 0, t, 1), {B, -1});
+      };
       const auto lstm_by_ops = [&](const Tensor& W) {
         Tensor h = h0, c = c0;
         std::vector<Tensor> hs, cs;
