@@ -95,8 +95,7 @@ void ensure_blis_started() {
 // Whether the kernels BLIS runs have small-matrix ("sup") ones of their own.
 bool blis_has_sup() {
   static const bool has = [] {
-    ensure_blis_started();
-    const std::string k = bli_arch_string(bli_arch_query_id());
+    const std::string k = blas_kernels();
     return k == "haswell" || k.starts_with("zen");
   }();
   return has;
@@ -276,7 +275,9 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
   CMap<T> A(a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld));
   CMap<T> B(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
   Map<T> Y(y.data, M, N, Eigen::OuterStride<>(y.ld));
-  if (work >= kBlas && M > 1 && N > 1) {  // a product BLIS's kernels had no sup path for
+  // A large product here (with BLIS, one its kernels have no sup path for): Eigen's blocked
+  // product, its buffers cached. One row or column stays Eigen's matrix-vector product.
+  if (work >= kBlas && M > 1 && N > 1) {
     if (beta == T(0)) Y.setZero();
     else if (beta != T(1)) Y *= beta;
     constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
