@@ -3,10 +3,10 @@
 // over 1 to 3 channels) at stride 1 and dilation 1 (internal to ops/, used by conv.cpp's forward
 // kernel; the backward and the formula stay im2col's). There im2col's product has K as its inner
 // size, too short for a GEMM to run well (BLIS: 7.5 to 15 us an image for pytorch/examples' conv1,
-// (32, 9) by (9, 676)). This one computes blocks of 4 output channels by up to 16 floats (8
-// doubles) of an output row in registers, straight from the input's rows (zero-padded into
-// scratch when the convolution pads): each output's K multiply-adds, from the bias, in im2col's
-// order of taps.
+// (32, 9) by (9, 676)). This one computes blocks of output channels by up to 16 floats (8
+// doubles) of one or two output rows in registers (sizes in ops/conv_direct.cpp), straight from
+// the input's rows (zero-padded into scratch when the convolution pads): each output's K
+// multiply-adds, from the bias, in im2col's order of taps.
 
 #include <cstdint>
 

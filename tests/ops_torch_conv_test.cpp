@@ -181,11 +181,14 @@ std::vector<MultiCase> conv_cases() {
   // At most 27 taps an output at stride 1: the direct forward (ops/conv_direct.h): rows of whole
   // blocks and a last block overlapping the one before (W_out 26, 19 and 20), a row of exactly
   // one float block (W_out 16), padding, groups of 4 output channels, and output channels past
-  // the blocks of 4 (6, 5 and 3).
+  // the blocks of 4 (6, 5 and 3). Then blocks of 8 channels by 2 rows (AVX-512) with channels
+  // left over (11 = 8 + 2 + 1; 9 a group) and an odd row left over (H_out 11 and 5).
   for (const Conv& k : std::vector<Conv>{{{2, 1, 28, 28}, {6, 1, 3, 3}, true, 1, 0, 1, 1},
                                          {{1, 3, 12, 19}, {5, 3, 3, 3}, true, 1, 1, 1, 1},
                                          {{2, 4, 9, 18}, {8, 2, 2, 3}, false, 1, {1, 2}, 1, 2},
-                                         {{1, 2, 6, 18}, {3, 2, 3, 3}, true, 1, 0, 1, 1}})
+                                         {{1, 2, 6, 18}, {3, 2, 3, 3}, true, 1, 0, 1, 1},
+                                         {{2, 1, 13, 20}, {11, 1, 3, 3}, true, 1, 0, 1, 1},
+                                         {{1, 2, 7, 18}, {18, 1, 3, 3}, true, 1, 0, 1, 2}})
     add_conv2d(k);
   return c;
 }
