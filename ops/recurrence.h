@@ -11,6 +11,7 @@
 
 #include <tapegrad/autograd/tensor.h>
 #include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/panel_kernel.h>
 #include <tapegrad/ops/threads.h>
 
 namespace tg::detail {
@@ -22,34 +23,25 @@ inline Tensor or_zeros(const Tensor& t, const Shape& shape, Dtype dtype) {
 
 /// One step's product over a sequence, Y (B, n) = X (B, k) op(W), or Y += it, with op(W) (k, n)
 /// the same at every step: the forward's h W^T, the backward's dG W. op(W) is packed once, in
-/// panels of kPanel columns (each (k, kPanel), row by row), and each step runs a kernel of our
-/// own over them: kRows rows of Y by one panel in registers, the k products summed in order (one
-/// rounding each where the CPU has FMA). The panel stays in the cache for all the rows, and the
+/// panels of kPanel columns (each (k, kPanel), row by row), and each step runs PanelKernel
+/// (ops/panel_kernel.h) over them. The panel stays in the cache for all the rows, and the
 /// per-call packing of the 1 MiB op(W) by BLIS or Eigen is gone (float, one thread, AVX-512, Zen
 /// 5; a prototype timed alternately with Eigen's product while the other core was busy: 32 x 1024
 /// x 256 106 against 57 GFLOP/s, 32 x 256 x 1024 107 against 57; the LSTM benchmark 49 -> 36-40
 /// ms, docs/PERFORMANCE.md). The panels go to the team's threads (ops/threads.h). Widths that
 /// are not a whole number of panels, and sequences of fewer than kMinSteps steps (the packing, a
 /// pass over W, costs about one step), take gemm.
-#pragma GCC diagnostic push
-// (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
-// the attribute, harmlessly, as Eigen's own headers do.)
-#pragma GCC diagnostic ignored "-Wignored-attributes"
 template <class T>
 class StepProduct {
-  using P = typename Eigen::internal::packet_traits<T>::type;
-  static constexpr int kWidth = Eigen::internal::unpacket_traits<P>::size;
-  static constexpr int kPacketsPerPanel = 2;
-  static constexpr int64_t kPanel = kPacketsPerPanel * kWidth;
-  // 16 accumulators with 32 vector registers (AVX-512), 8 with 16 (AVX2 and below)
-  static constexpr int kRows = sizeof(P) >= 64 ? 8 : 4;
+  using Kernel = PanelKernel<T>;
+  static constexpr int64_t kPanel = Kernel::kPanel;
   static constexpr int64_t kMinSteps = 4;
 
  public:
   /// For `steps` products of B rows with op(w).
   StepProduct(MatrixView<const T> w, int64_t B, int64_t steps) : w_(w), B_(B) {
     const int64_t k = w.op_rows(), n = w.op_cols();
-    if (kWidth < 4 || n % kPanel != 0 || steps < kMinSteps) return;  // gemm's
+    if (!Kernel::kUseful || n % kPanel != 0 || steps < kMinSteps) return;  // gemm's
     packed_ = Tensor(Shape{k * n}, dtype_of<T>());
     T* out = packed_.data<T>();
     for (int64_t q = 0; q < k; ++q)
@@ -64,15 +56,8 @@ class StepProduct {
       return gemm<T>(view(X, B_, k), w_, view(Y, B_, n), T(1), accumulate ? T(1) : T(0));
     const T* panels = packed_.data<T>();
     const auto run = [&](int64_t first, int64_t last) {
-      for (int64_t p = first; p < last; ++p) {
-        const T* panel = panels + p * k * kPanel;
-        T* y = Y + p * kPanel;
-        int64_t r = 0;
-        for (; r + kRows <= B_; r += kRows)
-          tile<kRows>(X + r * k, k, panel, y + r * n, n, accumulate);
-        for (; r + 2 <= B_; r += 2) tile<2>(X + r * k, k, panel, y + r * n, n, accumulate);
-        if (r < B_) tile<1>(X + r * k, k, panel, y + r * n, n, accumulate);
-      }
+      for (int64_t p = first; p < last; ++p)
+        Kernel::rows(X, k, B_, k, panels + p * k * kPanel, kPanel, Y + p * kPanel, n, accumulate);
     };
     // a team only for a step of 2^20 multiply-adds or more, in two panels or more
     const int64_t panel_work = std::max<int64_t>(1, B_ * k * kPanel);
@@ -80,39 +65,10 @@ class StepProduct {
   }
 
  private:
-  // Y's R rows (row stride ldy) by one panel += X's R rows (row stride k) times the panel.
-  template <int R>
-  static void tile(const T* X, int64_t k, const T* panel, T* Y, int64_t ldy, bool accumulate) {
-    using namespace Eigen::internal;
-    constexpr int C = kPacketsPerPanel;
-    P acc[R][C];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c)
-        acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : pset1<P>(T(0));
-    for (int64_t q = 0; q < k; ++q, panel += kPanel) {
-      P w[C];
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) w[c] = ploadu<P>(panel + c * kWidth);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const P x = pset1<P>(X[r * k + q]);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[r][c] = pmadd(x, w[c], acc[r][c]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) pstoreu(Y + r * ldy + c * kWidth, acc[r][c]);
-  }
-
   MatrixView<const T> w_;
   int64_t B_;
   Tensor packed_;  // undefined: gemm's
 };
-#pragma GCC diagnostic pop
 
 /// dW = sum_t dG_t^T h_{t-1} (G, H), from dG (steps, B, G), the initial state h0 (B, H) and the
 /// outputs hs (steps, B, H), whose first steps - 1 entries are h_1 .. h_{T-1}: two GEMMs, or one

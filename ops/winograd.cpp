@@ -21,6 +21,7 @@
 #include <tapegrad/autograd/tensor.h>
 #include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/op_util.h>
+#include <tapegrad/ops/panel_kernel.h>
 #include <tapegrad/ops/threads.h>
 
 namespace tg::detail {
@@ -381,9 +382,9 @@ void winograd_forward(const ConvSizes& s, const T* x, const T* w, const T* b, T*
     for (int64_t gi = 0; gi < s.G; ++gi) {
       transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
       const T* u = U.data<T>() + gi * kXi * p.Cout_g * p.Cg;
-      for (int xi = 0; xi < kXi; ++xi)
-        gemm<T>(view(u + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg), view(V + xi * r.vs, p.Cg, r.Tc),
-                view(M + xi * r.ms, p.Cout_g, r.Tc));
+      for (int xi = 0; xi < kXi; ++xi)  // M[xi] = U[xi] V[xi]
+        PanelKernel<T>::product(u + xi * p.Cout_g * p.Cg, p.Cg, p.Cout_g, p.Cg, V + xi * r.vs,
+                                r.Tc, r.Tc, M + xi * r.ms, r.Tc);
       transform_output(s, p, M, r.images, b ? b + gi * p.Cout_g : nullptr,
                        y + (r.n0 * s.C_out + gi * p.Cout_g) * p.Ho * p.Wo);
     }
@@ -395,6 +396,16 @@ void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, 
   if (!dx && !dw) return;
   const Plan p(s);
   const Tensor U = transform_kernels<T>(s, p, w);
+  Tensor Ut;  // (G, 16, C / G, C_out / G): each U[xi] transposed, for dV = U^T dM
+  if (dx) {
+    Ut = Tensor({s.G, kXi, p.Cg, p.Cout_g}, dtype_of<T>());
+    const T* u = U.data<T>();
+    T* ut = Ut.data<T>();
+    for (int64_t m = 0; m < s.G * kXi; ++m)
+      for (int64_t co = 0; co < p.Cout_g; ++co)
+        for (int64_t c = 0; c < p.Cg; ++c)
+          ut[(m * p.Cg + c) * p.Cout_g + co] = u[(m * p.Cout_g + co) * p.Cg + c];
+  }
   const int64_t per_chunk_dU = s.G * kXi * p.Cout_g * p.Cg;
   Tensor dU;  // per chunk: its dU, summed in chunk order at the end
   if (dw) dU = Tensor({p.chunks, per_chunk_dU}, dtype_of<T>());
@@ -403,18 +414,27 @@ void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, 
     for (int64_t gi = 0; gi < s.G; ++gi) {
       transform_output_grad(s, p, dy + (r.n0 * s.C_out + gi * p.Cout_g) * p.Ho * p.Wo, r.images, dM);
       T* dx_g = dx ? dx + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W : nullptr;
-      if (dw) {  // dU[xi] = dM[xi] V[xi]^T
+      if (dw) {  // dU[xi] = dM[xi] V[xi]^T, with V[xi]^T (tiles, C / G) made for the kernel
         transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
         T* du = dU.data<T>() + r.chunk * per_chunk_dU + gi * kXi * p.Cout_g * p.Cg;
-        for (int xi = 0; xi < kXi; ++xi)
-          gemm<T>(view(dM + xi * r.ms, p.Cout_g, r.Tc), view(V + xi * r.vs, p.Cg, r.Tc).t(),
-                  view(du + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg));
+        Tensor room({r.Tc, p.Cg}, dtype_of<T>());
+        T* vt = room.data<T>();
+        for (int xi = 0; xi < kXi; ++xi) {
+          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+              vt, r.Tc, p.Cg) =
+              Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                         0, Eigen::OuterStride<>>(V + xi * r.vs, p.Cg, r.Tc,
+                                                  Eigen::OuterStride<>(r.Tc))
+                  .transpose();
+          PanelKernel<T>::product(dM + xi * r.ms, r.Tc, p.Cout_g, r.Tc, vt, p.Cg, p.Cg,
+                                  du + xi * p.Cout_g * p.Cg, p.Cg);
+        }
       }
       if (dx) {  // dV[xi] = U[xi]^T dM[xi], into V's room
-        const T* u = U.data<T>() + gi * kXi * p.Cout_g * p.Cg;
+        const T* ut = Ut.data<T>() + gi * kXi * p.Cg * p.Cout_g;
         for (int xi = 0; xi < kXi; ++xi)
-          gemm<T>(view(u + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg).t(),
-                  view(dM + xi * r.ms, p.Cout_g, r.Tc), view(V + xi * r.vs, p.Cg, r.Tc));
+          PanelKernel<T>::product(ut + xi * p.Cg * p.Cout_g, p.Cout_g, p.Cg, p.Cout_g,
+                                  dM + xi * r.ms, r.Tc, r.Tc, V + xi * r.vs, r.Tc);
         transform_input_grad(s, p, V, r.images, dx_g);
       }
     }

@@ -190,6 +190,10 @@ std::vector<MultiCase> conv_cases() {
                                          {{2, 1, 13, 20}, {11, 1, 3, 3}, true, 1, 0, 1, 1},
                                          {{1, 2, 7, 18}, {18, 1, 3, 3}, true, 1, 0, 1, 2}})
     add_conv2d(k);
+  // Winograd's products by the panel kernel (ops/panel_kernel.h): 32 input channels (a whole
+  // panel of dU's columns in float, two in double), 11 output channels (a tile of 8 rows and
+  // rows left over), 50 tiles (a whole panel and columns left over for gemm).
+  add_conv2d({{2, 32, 10, 10}, {11, 32, 3, 3}, true, 1, 1, 1, 1});
   return c;
 }
 

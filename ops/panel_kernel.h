@@ -1,0 +1,95 @@
+#pragma once
+// A register-tiled product kernel of our own for products with a short inner size (internal to
+// ops/, not installed): Y = A B for a row-major A (rows by k) and a B read in panels of kPanel
+// columns (two SIMD packets), each panel's k rows ldp apart. kRows rows of Y by one panel are
+// summed in registers, the k products in order (one rounding each where the CPU has FMA), and
+// stored once: no packing of A, none of B when its rows are already contiguous, and no pass to
+// zero Y first (which Eigen's product needs). The panel stays in the L1 cache for all of A's rows.
+// Used by the LSTM's and GRU's steps (ops/recurrence.h: op(W) packed once per sequence) and by
+// conv2d's Winograd products (ops/winograd.cpp: the transformed input's rows read in place).
+
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include <tapegrad/ops/gemm.h>
+
+namespace tg::detail {
+
+#pragma GCC diagnostic push
+// (packet_traits<T>::type is an attributed vector type: GCC warns that a template argument drops
+// the attribute, harmlessly, as Eigen's own headers do.)
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+template <class T>
+struct PanelKernel {
+  using P = typename Eigen::internal::packet_traits<T>::type;
+  static constexpr int kWidth = Eigen::internal::unpacket_traits<P>::size;
+  static constexpr int kPacketsPerPanel = 2;
+  static constexpr int64_t kPanel = kPacketsPerPanel * kWidth;
+  // 16 accumulators with 32 vector registers (AVX-512), 8 with 16 (AVX2 and below)
+  static constexpr int kRows = sizeof(P) >= 64 ? 8 : 4;
+  // Too narrow a SIMD packet (none at all, or SSE's doubles) for the kernel to pay: use gemm.
+  static constexpr bool kUseful = kWidth >= 4;
+
+  /// Y (rows, kPanel; row stride ldy) = A (rows, k; row stride lda) times one panel (k rows of
+  /// kPanel, ldp apart), or Y += it when `accumulate`.
+  static void rows(const T* A, int64_t lda, int64_t rows, int64_t k, const T* panel, int64_t ldp,
+                   T* Y, int64_t ldy, bool accumulate) {
+    int64_t r = 0;
+    for (; r + kRows <= rows; r += kRows)
+      tile<kRows>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    for (; r + 2 <= rows; r += 2)
+      tile<2>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    if (r < rows) tile<1>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+  }
+
+  /// Y (m, n) = A (m, k; row stride lda) B (k, n; row stride ldb), Y's row stride ldy: every
+  /// whole panel of B's columns by the kernel, the columns past them by gemm.
+  static void product(const T* A, int64_t lda, int64_t m, int64_t k, const T* B, int64_t ldb,
+                      int64_t n, T* Y, int64_t ldy) {
+    const int64_t whole = kUseful ? n / kPanel * kPanel : 0;
+    for (int64_t j = 0; j < whole; j += kPanel) rows(A, lda, m, k, B + j, ldb, Y + j, ldy, false);
+    if (whole < n)
+      gemm<T>(view(A, m, k, lda), view(B + whole, k, n - whole, ldb),
+              view(Y + whole, m, n - whole, ldy));
+  }
+
+ private:
+  // Y's R rows (row stride ldy) by one panel (=, or += when accumulate) A's R rows (row stride
+  // lda) times the panel.
+  template <int R>
+  static void tile(const T* A, int64_t lda, int64_t k, const T* panel, int64_t ldp, T* Y,
+                   int64_t ldy, bool accumulate);
+};
+
+template <class T>
+template <int R>
+void PanelKernel<T>::tile(const T* A, int64_t lda, int64_t k, const T* panel, int64_t ldp, T* Y,
+                          int64_t ldy, bool accumulate) {
+  using namespace Eigen::internal;
+  constexpr int C = kPacketsPerPanel;
+  P acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+      acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : pset1<P>(T(0));
+  for (int64_t q = 0; q < k; ++q, panel += ldp) {
+    P b[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) b[c] = ploadu<P>(panel + c * kWidth);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const P a = pset1<P>(A[r * lda + q]);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] = pmadd(a, b[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) pstoreu(Y + r * ldy + c * kWidth, acc[r][c]);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace tg::detail
