@@ -231,7 +231,8 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
     // tried, M up to 43264, K 9 to 1024, A either way (1024x32x256: 92.0 against 71.7; 4096x16x256
     // 94.0 against 60.8; two threads 192.5 against 142.9 at 4096x32x256).
     // And except for a short product: at most 64 rows, with an inner size of at most 64 (or, B
-    // transposed, at most 64 columns), as conv2d's Winograd and im2col products are. There it won
+    // transposed, at most 64 columns), as conv2d's im2col products are (and Winograd's were,
+    // before they moved to ops/panel_kernel.h where its kernels have no sup path). There it won
     // at every shape we tried, one thread and two (64x1008x32: 79.7 against 63.7; 32x1008x64, A
     // transposed: 82.0 against 59.6; 32x9x676, B transposed: 56.8 against 13.5), unless a row of
     // an operand is a multiple of 4 KiB long (64x1024x32: 39.3 against 57.5): such rows share

@@ -4,7 +4,8 @@
 // columns (two SIMD packets), each panel's k rows ldp apart. kRows rows of Y by one panel are
 // summed in registers, the k products in order (one rounding each where the CPU has FMA), and
 // stored once: no packing of A, none of B when its rows are already contiguous, and no pass to
-// zero Y first (which Eigen's product needs). The panel stays in the L1 cache for all of A's rows.
+// zero Y first (which Eigen's product needs). A panel of short inner size stays in the L1 cache
+// for all of A's rows (a long one, as in Winograd's dU, streams from L2 once a tile of rows).
 // Used by the LSTM's and GRU's steps (ops/recurrence.h: op(W) packed once per sequence) and by
 // conv2d's Winograd products (ops/winograd.cpp: the transformed input's rows read in place).
 

@@ -83,10 +83,10 @@ struct Plan {
   int64_t images;  // per chunk (the last chunk may have fewer)
   int64_t chunks;
 
-  explicit Plan(const ConvSizes& s)
+  // For entries of `bytes` bytes.
+  Plan(const ConvSizes& s, int64_t bytes)
       : Cg(s.C / s.G), Cout_g(s.C_out / s.G), Ho(s.g.H_out()), Wo(s.g.W_out()),
-        th((Ho + 1) / 2), tw((Wo + 1) / 2), tiles(th * tw),
-        images(std::clamp<int64_t>(kTilesPerChunk / tiles, 1, s.N)),
+        th((Ho + 1) / 2), tw((Wo + 1) / 2), tiles(th * tw), images(images_a_chunk(s, bytes)),
         chunks((s.N + images - 1) / images) {}
   int64_t first(int64_t chunk) const { return chunk * images; }
   // Whether an input plane is the padded plane the patches cover, (2 th + 2, 2 tw + 2): no
@@ -95,6 +95,17 @@ struct Plan {
     return s.g.pad_h == 0 && s.g.pad_w == 0 && s.g.H == 2 * th + 2 && s.g.W == 2 * tw + 2;
   }
   int64_t count(int64_t chunk, int64_t N) const { return std::min(images, N - first(chunk)); }
+
+ private:
+  // About kTilesPerChunk tiles, but one image fewer where that would make the rows of V and M (a
+  // chunk's tiles) a multiple of 4 KiB long: the panel kernel reads those rows in place, and rows
+  // 4 KiB apart share one set of the L1 cache (such a kernel ran at half speed, ops/recurrence.h).
+  // 32 x 32 outputs (256 tiles an image) would make 1024-tile chunks.
+  int64_t images_a_chunk(const ConvSizes& s, int64_t bytes) const {
+    int64_t n = std::clamp<int64_t>(kTilesPerChunk / tiles, 1, s.N);
+    if (n > 1 && n * tiles * bytes % 4096 == 0) --n;
+    return n;
+  }
 };
 
 // The threads for the chunks: one when the work does not pay for a team.
@@ -115,29 +126,31 @@ void for_each_chunk(const Plan& p, int team, F&& body) {
   for (int64_t c = 0; c < p.chunks; ++c) body(c, omp_get_thread_num());
 }
 
-// One chunk's images and the thread's two rooms for its transformed buffers: V (16, C / G, Tc),
-// its matrices vs apart, and M (16, C_out / G, Tc), ms apart.
+// One chunk's images and the thread's rooms for its transformed buffers: V (16, C / G, Tc), its
+// matrices vs apart, M (16, C_out / G, Tc), ms apart, and, when asked for, Vt (Tc, C / G).
 template <class T>
 struct ChunkRoom {
   int64_t chunk, n0, images, Tc, vs, ms;
-  T *V, *M;
+  T *V, *M, *Vt;
 };
 
 // Runs body(room) for every chunk, over threads when the work pays for a team, each thread in
-// its own rooms.
+// its own rooms (with room for Vt when `with_vt`).
 template <class T, class F>
-void for_each_chunk_room(const ConvSizes& s, const Plan& p, F&& body) {
-  const int64_t cap = p.images * p.tiles;
-  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap));  // per thread
+void for_each_chunk_room(const ConvSizes& s, const Plan& p, bool with_vt, F&& body) {
+  const int64_t cap = p.images * p.tiles, vt = with_vt ? cap * p.Cg : 0;
+  // a thread's
+  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap)) + vt;
   const int team = team_for_chunks(s, p);
   Tensor scratch({team, room}, dtype_of<T>());
   T* rooms = scratch.data<T>();  // taken once: data() bumps a version
   for_each_chunk(p, team, [&](int64_t chunk, int slot) {
-    ChunkRoom<T> r{chunk, p.first(chunk), p.count(chunk, s.N), 0, 0, 0, nullptr, nullptr};
+    ChunkRoom<T> r{chunk, p.first(chunk), p.count(chunk, s.N), 0, 0, 0, nullptr, nullptr, nullptr};
     r.Tc = r.images * p.tiles;
     r.vs = spaced<T>(p.Cg * r.Tc), r.ms = spaced<T>(p.Cout_g * r.Tc);
     r.V = rooms + slot * room;
     r.M = r.V + kXi * r.vs;
+    if (with_vt) r.Vt = rooms + (slot + 1) * room - vt;
     body(r);
   });
 }
@@ -375,9 +388,9 @@ void transform_input_grad(const ConvSizes& s, const Plan& p, const T* dV, int64_
 
 template <class T>
 void winograd_forward(const ConvSizes& s, const T* x, const T* w, const T* b, T* y) {
-  const Plan p(s);
+  const Plan p(s, sizeof(T));
   const Tensor U = transform_kernels<T>(s, p, w);
-  for_each_chunk_room<T>(s, p, [&](const ChunkRoom<T>& r) {
+  for_each_chunk_room<T>(s, p, false, [&](const ChunkRoom<T>& r) {
     T *V = r.V, *M = r.M;  // V, then M in the second room
     for (int64_t gi = 0; gi < s.G; ++gi) {
       transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
@@ -394,44 +407,55 @@ void winograd_forward(const ConvSizes& s, const T* x, const T* w, const T* b, T*
 template <class T>
 void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, T* dx, T* dw) {
   if (!dx && !dw) return;
-  const Plan p(s);
+  const Plan p(s, sizeof(T));
   const Tensor U = transform_kernels<T>(s, p, w);
+  // Every pointer below is taken before the chunks' threads start: data() of a writable tensor
+  // bumps its version, which threads must not do at once.
   Tensor Ut;  // (G, 16, C / G, C_out / G): each U[xi] transposed, for dV = U^T dM
+  T* ut_all = nullptr;
   if (dx) {
     Ut = Tensor({s.G, kXi, p.Cg, p.Cout_g}, dtype_of<T>());
     const T* u = U.data<T>();
-    T* ut = Ut.data<T>();
+    ut_all = Ut.data<T>();
     for (int64_t m = 0; m < s.G * kXi; ++m)
       for (int64_t co = 0; co < p.Cout_g; ++co)
         for (int64_t c = 0; c < p.Cg; ++c)
-          ut[(m * p.Cg + c) * p.Cout_g + co] = u[(m * p.Cout_g + co) * p.Cg + c];
+          ut_all[(m * p.Cg + c) * p.Cout_g + co] = u[(m * p.Cout_g + co) * p.Cg + c];
   }
   const int64_t per_chunk_dU = s.G * kXi * p.Cout_g * p.Cg;
   Tensor dU;  // per chunk: its dU, summed in chunk order at the end
-  if (dw) dU = Tensor({p.chunks, per_chunk_dU}, dtype_of<T>());
-  for_each_chunk_room<T>(s, p, [&](const ChunkRoom<T>& r) {
+  T* du_all = nullptr;
+  if (dw) {
+    dU = Tensor({p.chunks, per_chunk_dU}, dtype_of<T>());
+    du_all = dU.data<T>();
+  }
+  // dU = dM V^T runs the panel kernel over V^T when C / G holds a whole panel; gemm otherwise.
+  const bool dU_by_panels = dw && PanelKernel<T>::kUseful && p.Cg >= PanelKernel<T>::kPanel;
+  for_each_chunk_room<T>(s, p, dU_by_panels, [&](const ChunkRoom<T>& r) {
     T *V = r.V, *dM = r.M;  // V (then dV), dM in the second room
     for (int64_t gi = 0; gi < s.G; ++gi) {
       transform_output_grad(s, p, dy + (r.n0 * s.C_out + gi * p.Cout_g) * p.Ho * p.Wo, r.images, dM);
       T* dx_g = dx ? dx + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W : nullptr;
-      if (dw) {  // dU[xi] = dM[xi] V[xi]^T, with V[xi]^T (tiles, C / G) made for the kernel
+      if (dw) {  // dU[xi] = dM[xi] V[xi]^T
         transform_input(s, p, x + (r.n0 * s.C + gi * p.Cg) * s.g.H * s.g.W, r.images, V);
-        T* du = dU.data<T>() + r.chunk * per_chunk_dU + gi * kXi * p.Cout_g * p.Cg;
-        Tensor room({r.Tc, p.Cg}, dtype_of<T>());
-        T* vt = room.data<T>();
+        T* du = du_all + r.chunk * per_chunk_dU + gi * kXi * p.Cout_g * p.Cg;
         for (int xi = 0; xi < kXi; ++xi) {
-          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-              vt, r.Tc, p.Cg) =
-              Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
-                         0, Eigen::OuterStride<>>(V + xi * r.vs, p.Cg, r.Tc,
-                                                  Eigen::OuterStride<>(r.Tc))
+          if (!dU_by_panels) {
+            gemm<T>(view(dM + xi * r.ms, p.Cout_g, r.Tc), view(V + xi * r.vs, p.Cg, r.Tc).t(),
+                    view(du + xi * p.Cout_g * p.Cg, p.Cout_g, p.Cg));
+            continue;
+          }
+          using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+          Eigen::Map<RowMajor>(r.Vt, r.Tc, p.Cg) =  // V[xi]^T (tiles, C / G)
+              Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>(V + xi * r.vs, p.Cg, r.Tc,
+                                                                  Eigen::OuterStride<>(r.Tc))
                   .transpose();
-          PanelKernel<T>::product(dM + xi * r.ms, r.Tc, p.Cout_g, r.Tc, vt, p.Cg, p.Cg,
+          PanelKernel<T>::product(dM + xi * r.ms, r.Tc, p.Cout_g, r.Tc, r.Vt, p.Cg, p.Cg,
                                   du + xi * p.Cout_g * p.Cg, p.Cg);
         }
       }
       if (dx) {  // dV[xi] = U[xi]^T dM[xi], into V's room
-        const T* ut = Ut.data<T>() + gi * kXi * p.Cg * p.Cout_g;
+        const T* ut = ut_all + gi * kXi * p.Cg * p.Cout_g;
         for (int xi = 0; xi < kXi; ++xi)
           PanelKernel<T>::product(ut + xi * p.Cg * p.Cout_g, p.Cout_g, p.Cg, p.Cout_g,
                                   dM + xi * r.ms, r.Tc, r.Tc, V + xi * r.vs, r.Tc);
@@ -440,9 +464,9 @@ void winograd_backward(const ConvSizes& s, const T* x, const T* w, const T* dy, 
     }
   });
   if (!dw) return;
-  T* total = dU.data<T>();  // chunk 0's, plus the others in order
+  T* total = du_all;  // chunk 0's, plus the others in order
   for (int64_t chunk = 1; chunk < p.chunks; ++chunk)
-    MapArr<T>(total, per_chunk_dU) += CMapArr<T>(dU.data<T>() + chunk * per_chunk_dU, per_chunk_dU);
+    MapArr<T>(total, per_chunk_dU) += CMapArr<T>(du_all + chunk * per_chunk_dU, per_chunk_dU);
   for (int64_t gi = 0; gi < s.G; ++gi)
     for (int64_t co = 0; co < p.Cout_g; ++co)
       for (int64_t c = 0; c < p.Cg; ++c) {

@@ -181,8 +181,8 @@ std::vector<MultiCase> conv_cases() {
   // At most 27 taps an output at stride 1: the direct forward (ops/conv_direct.h): rows of whole
   // blocks and a last block overlapping the one before (W_out 26, 19 and 20), a row of exactly
   // one float block (W_out 16), padding, groups of 4 output channels, and output channels past
-  // the blocks of 4 (6, 5 and 3). Then blocks of 8 channels by 2 rows (AVX-512) with channels
-  // left over (11 = 8 + 2 + 1; 9 a group) and an odd row left over (H_out 11 and 5).
+  // the blocks of 4 with AVX2 (6, 5 and 3). Then, for AVX-512's blocks of 8 channels by 2 rows,
+  // channels left over (11 = 8 + 2 + 1; 9 a group) and an odd row left over (H_out 11 and 5).
   for (const Conv& k : std::vector<Conv>{{{2, 1, 28, 28}, {6, 1, 3, 3}, true, 1, 0, 1, 1},
                                          {{1, 3, 12, 19}, {5, 3, 3, 3}, true, 1, 1, 1, 1},
                                          {{2, 4, 9, 18}, {8, 2, 2, 3}, false, 1, {1, 2}, 1, 2},
@@ -190,10 +190,16 @@ std::vector<MultiCase> conv_cases() {
                                          {{2, 1, 13, 20}, {11, 1, 3, 3}, true, 1, 0, 1, 1},
                                          {{1, 2, 7, 18}, {18, 1, 3, 3}, true, 1, 0, 1, 2}})
     add_conv2d(k);
-  // Winograd's products by the panel kernel (ops/panel_kernel.h): 32 input channels (a whole
-  // panel of dU's columns in float, two in double), 11 output channels (a tile of 8 rows and
-  // rows left over), 50 tiles (a whole panel and columns left over for gemm).
+  // Winograd's products by the panel kernel (ops/panel_kernel.h; panels of 32 floats or 16
+  // doubles with AVX-512, 16 or 8 with AVX2): 32 input channels (whole panels of dU's columns),
+  // 11 output channels (a tile of 8 rows, 4 with AVX2, and rows left over), 50 tiles (whole
+  // panels and columns left over for gemm).
   add_conv2d({{2, 32, 10, 10}, {11, 32, 3, 3}, true, 1, 1, 1, 1});
+  // 40 input channels: dU's whole panels and columns left over for gemm (in double, which the
+  // gradients are compared in: 2 panels of 16 and 8 columns with AVX-512); and the direct
+  // forward's 8-channel blocks over a padded input.
+  add_conv2d({{1, 40, 6, 6}, {3, 40, 3, 3}, false, 1, 0, 1, 1});
+  add_conv2d({{1, 1, 9, 20}, {8, 1, 3, 3}, true, 1, 1, 1, 1});
   return c;
 }
 

@@ -389,6 +389,21 @@ Values large_matmul_run() {
   return out;
 }
 
+// conv2d by Winograd's kernels (3 x 3, 32 channels) over 4 images of 42 x 42: two chunks of 2
+// images, which run on two threads; dW by the panel kernel over V^T, dX through U^T, both
+// prepared before the chunks' threads start.
+Values winograd_conv2d_run() {
+  Rng rng(78);
+  const Tensor x = randn({4, 32, 42, 42}, rng).set_requires_grad();
+  const Tensor w = randn({16, 32, 3, 3}, rng).set_requires_grad();
+  const Tensor b = randn({16}, rng).set_requires_grad();
+  const Tensor y = conv2d(x, w, b);  // (4, 16, 40, 40)
+  sum_of_squares(y).backward();
+  Values out;
+  for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) append(out, t);
+  return out;
+}
+
 TEST(Threads, ResultsIdenticalForAnyThreadCount) {
   NumThreadsGuard restore;
   struct Case {
@@ -400,6 +415,7 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
       {"fused_attention_jvp_B2_H4_T70", [] { return fused_attention_jvp_run(2, 4, 70); }},
       {"large_matmul", large_matmul_run},
       {"few_rows_matmul", few_rows_matmul_run},
+      {"winograd_conv2d", winograd_conv2d_run},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
