@@ -32,16 +32,16 @@ struct PanelKernel {
   // Too narrow a SIMD packet (none at all, or SSE's doubles) for the kernel to pay: use gemm.
   static constexpr bool kUseful = kWidth >= 4;
 
-  /// Y (rows, kPanel; row stride ldy) = A (rows, k; row stride lda) times one panel (k rows of
-  /// kPanel, ldp apart), or Y += it when `accumulate`.
-  static void rows(const T* A, int64_t lda, int64_t rows, int64_t k, const T* panel, int64_t ldp,
+  /// Y (m, kPanel; row stride ldy) = A (m, k; row stride lda) times one panel (k rows of kPanel,
+  /// ldp apart), or Y += it when `accumulate`.
+  static void rows(const T* A, int64_t lda, int64_t m, int64_t k, const T* panel, int64_t ldp,
                    T* Y, int64_t ldy, bool accumulate) {
     int64_t r = 0;
-    for (; r + kRows <= rows; r += kRows)
+    for (; r + kRows <= m; r += kRows)
       tile<kRows>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
-    for (; r + 2 <= rows; r += 2)
+    for (; r + 2 <= m; r += 2)
       tile<2>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
-    if (r < rows) tile<1>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    if (r < m) tile<1>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
   }
 
   /// Y (m, n) = A (m, k; row stride lda) B (k, n; row stride ldb), Y's row stride ldy: every

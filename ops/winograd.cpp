@@ -139,8 +139,7 @@ struct ChunkRoom {
 template <class T, class F>
 void for_each_chunk_room(const ConvSizes& s, const Plan& p, bool with_vt, F&& body) {
   const int64_t cap = p.images * p.tiles, vt = with_vt ? cap * p.Cg : 0;
-  // a thread's
-  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap)) + vt;
+  const int64_t room = kXi * (spaced<T>(p.Cg * cap) + spaced<T>(p.Cout_g * cap)) + vt;  // each
   const int team = team_for_chunks(s, p);
   Tensor scratch({team, room}, dtype_of<T>());
   T* rooms = scratch.data<T>();  // taken once: data() bumps a version
