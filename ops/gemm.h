@@ -57,6 +57,15 @@ template <class T>
 void gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
           T alpha = T(1), T beta = T(0));
 
+/// Y = op(A) op(B), or Y += it when `accumulate`, by PanelKernel (ops/panel_kernel.h): op(B)'s whole panels of
+/// columns read in place (transposed into a buffer once first when B is transposed), op(A) in
+/// place either way; the threads of a team_size() team share Y's row blocks outside a parallel
+/// region. The columns past the last whole panel go to gemm. (ops/panel_gemm.cpp; gemm sends it
+/// the products it wins, see gemm.cpp.)
+template <class T>
+void panel_gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
+                bool accumulate);
+
 /// a b + c exactly as the tiny products compute each step (one rounding where the CPU has FMA),
 /// for sums that must agree with them to the last bit.
 template <class T>

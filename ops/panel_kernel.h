@@ -36,12 +36,18 @@ struct PanelKernel {
   /// ldp apart), or Y += it when `accumulate`.
   static void rows(const T* A, int64_t lda, int64_t m, int64_t k, const T* panel, int64_t ldp,
                    T* Y, int64_t ldy, bool accumulate) {
+    rows(A, lda, 1, m, k, panel, ldp, Y, ldy, accumulate);
+  }
+  /// The same with A's entry (i, q) at A[i * ars + q * acs]: A read transposed in place when
+  /// ars is 1 (each of its columns then gives the tile's rows their entries side by side).
+  static void rows(const T* A, int64_t ars, int64_t acs, int64_t m, int64_t k, const T* panel,
+                   int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
     int64_t r = 0;
     for (; r + kRows <= m; r += kRows)
-      tile<kRows>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+      tile<kRows>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
     for (; r + 2 <= m; r += 2)
-      tile<2>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
-    if (r < m) tile<1>(A + r * lda, lda, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+      tile<2>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    if (r < m) tile<1>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
   }
 
   /// Y (m, n) = A (m, k; row stride lda) B (k, n; row stride ldb), Y's row stride ldy: every
@@ -56,17 +62,17 @@ struct PanelKernel {
   }
 
  private:
-  // Y's R rows (row stride ldy) by one panel (=, or += when accumulate) A's R rows (row stride
-  // lda) times the panel.
+  // Y's R rows (row stride ldy) by one panel (=, or += when accumulate) A's R rows (entry
+  // (i, q) at A[i * ars + q * acs]) times the panel.
   template <int R>
-  static void tile(const T* A, int64_t lda, int64_t k, const T* panel, int64_t ldp, T* Y,
-                   int64_t ldy, bool accumulate);
+  static void tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel, int64_t ldp,
+                   T* Y, int64_t ldy, bool accumulate);
 };
 
 template <class T>
 template <int R>
-void PanelKernel<T>::tile(const T* A, int64_t lda, int64_t k, const T* panel, int64_t ldp, T* Y,
-                          int64_t ldy, bool accumulate) {
+void PanelKernel<T>::tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel,
+                          int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
   using namespace Eigen::internal;
   constexpr int C = kPacketsPerPanel;
   P acc[R][C];
@@ -75,13 +81,13 @@ void PanelKernel<T>::tile(const T* A, int64_t lda, int64_t k, const T* panel, in
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c)
       acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : pset1<P>(T(0));
-  for (int64_t q = 0; q < k; ++q, panel += ldp) {
+  for (int64_t q = 0; q < k; ++q, panel += ldp, A += acs) {
     P b[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) b[c] = ploadu<P>(panel + c * kWidth);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const P a = pset1<P>(A[r * lda + q]);
+      const P a = pset1<P>(A[r * ars]);
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) acc[r][c] = pmadd(a, b[c], acc[r][c]);
     }

@@ -48,6 +48,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/nll_loss.cpp
   ops/op_list.cpp
   ops/pad.cpp
+  ops/panel_gemm.cpp
   ops/permute.cpp
   ops/pool.cpp
   ops/pow.cpp

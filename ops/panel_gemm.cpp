@@ -1,0 +1,115 @@
+// Whole products by the panel kernel (ops/panel_kernel.h), for the sizes a model's layers make:
+// a Linear over a batch of tokens (hundreds of rows, inner and outer sizes of tens to hundreds),
+// forward (B transposed: x W^T), and backward (dX = dY W; dW = dY^T x, A transposed). BLIS runs
+// them with kernels that suit no CPU with AVX-512 well: its skx kernels pack A through a generic
+// copy (their 32-row panels have no packing kernel of their own in BLIS 0.9) and B through a
+// strided gather, 15% of the GPT step's time with the kernels themselves at 42%
+// (docs/PERFORMANCE.md, "The GPT step on the Zen 5"). Here nothing is packed: op(B) is read in
+// place when it is untransposed and transposed once into a buffer otherwise (by the packets'
+// in-register transpose), op(A) read in place either way (PanelKernel's strided rows).
+//
+// Every entry of Y is summed over k in order, one rounding a step where the CPU has FMA, whatever
+// the blocking and the thread count; the columns past the last whole panel go to gemm in one call.
+
+#include <tapegrad/ops/panel_kernel.h>
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/threads.h>
+
+namespace tg::detail {
+
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // as in panel_kernel.h
+// s (k, n; row stride lds) = b^T for b (n, k; row stride ldb): blocks of W x W entries by the
+// packets' in-register transpose, the edges one entry at a time.
+template <class T>
+void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* s, int64_t lds) {
+  using namespace Eigen::internal;
+  using P = typename PanelKernel<T>::P;
+  constexpr int W = PanelKernel<T>::kWidth;
+  const int64_t n_whole = n / W * W, k_whole = k / W * W;
+  for (int64_t j = 0; j < n_whole; j += W) {
+    for (int64_t q = 0; q < k_whole; q += W) {
+      PacketBlock<P, W> block;
+      for (int r = 0; r < W; ++r) block.packet[r] = ploadu<P>(b + (j + r) * ldb + q);
+      ptranspose(block);
+      for (int r = 0; r < W; ++r) pstoreu(s + (q + r) * lds + j, block.packet[r]);
+    }
+    for (int64_t q = k_whole; q < k; ++q)
+      for (int r = 0; r < W; ++r) s[q * lds + j + r] = b[(j + r) * ldb + q];
+  }
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t j = n_whole; j < n; ++j) s[q * lds + j] = b[j * ldb + q];
+}
+#pragma GCC diagnostic pop
+
+// Rows of A and Y a block and entries of the inner size a pass: a block of A (96 x 256) stays in
+// the L2 cache while every panel passes it, and each panel's part (256 x kPanel) in L1.
+constexpr int64_t kBlockRows = 96;
+constexpr int64_t kInner = 256;
+
+}  // namespace
+
+template <class T>
+void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const MatrixView<T>& y,
+                bool accumulate) {
+  using Kernel = PanelKernel<T>;
+  const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
+  const int64_t whole = N / Kernel::kPanel * Kernel::kPanel;
+  // op(B)'s whole panels, row-major: b itself, or b^T in a buffer whose rows are not a multiple
+  // of 4 KiB long (rows that far apart share the L1 cache's sets).
+  const T* B = b.data;
+  int64_t ldb = b.ld;
+  Tensor room;
+  if (b.transposed && whole > 0) {
+    ldb = whole * int64_t(sizeof(T)) % 4096 == 0 ? whole + Kernel::kWidth : whole;
+    room = Tensor(Shape{K * ldb}, dtype_of<T>());
+    T* s = room.data<T>();
+    transpose_into(b.data, b.ld, whole, K, s, ldb);
+    B = s;
+  }
+  // A's entry (i, q): a[i * ars + q * acs].
+  const int64_t ars = a.transposed ? 1 : a.ld, acs = a.transposed ? a.ld : 1;
+  T* Y = y.data;
+  const int64_t ldy = y.ld;
+  const auto block = [&](int64_t i0, int64_t m) {
+    for (int64_t q = 0; q < K; q += kInner) {
+      const int64_t k = std::min(kInner, K - q);
+      for (int64_t j = 0; j < whole; j += Kernel::kPanel)
+        Kernel::rows(a.data + i0 * ars + q * acs, ars, acs, m, k, B + q * ldb + j, ldb,
+                     Y + i0 * ldy + j, ldy, accumulate || q > 0);
+    }
+  };
+  if (whole > 0) {
+    // Threads share the row blocks (fewer rows a block when there would be too few to share).
+    const int team = omp_in_parallel() || M * whole * K < (int64_t{1} << 21) ? 1 : team_size();
+    int64_t rows = kBlockRows;
+    if (team > 1) rows = std::min(rows, std::max<int64_t>(8, (M / (2 * team) + 7) / 8 * 8));
+    const int64_t blocks = (M + rows - 1) / rows;
+    if (team == 1) {
+      for (int64_t i = 0; i < blocks; ++i) block(i * rows, std::min(rows, M - i * rows));
+    } else {
+#pragma omp parallel for num_threads(team) schedule(static)
+      for (int64_t i = 0; i < blocks; ++i) block(i * rows, std::min(rows, M - i * rows));
+    }
+  }
+  if (whole < N) {
+    const MatrixView<const T> rest =
+        b.transposed ? MatrixView<const T>(b.data + whole * b.ld, N - whole, K, b.ld, true)
+                     : MatrixView<const T>(b.data + whole, K, N - whole, b.ld);
+    gemm<T>(a, rest, view(Y + whole, M, N - whole, ldy), T(1), accumulate ? T(1) : T(0));
+  }
+}
+
+template void panel_gemm<float>(const MatrixView<const float>&, const MatrixView<const float>&,
+                                const MatrixView<float>&, bool);
+template void panel_gemm<double>(const MatrixView<const double>&, const MatrixView<const double>&,
+                                 const MatrixView<double>&, bool);
+
+}  // namespace tg::detail
