@@ -68,6 +68,18 @@ inline double gpt_train_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t
   return 6 * gpt_params_nonembedding(V, L, C) + 12.0 * L * C * T;
 }
 
+/// What one training step must compute per token, to hold against the GEMM peak ("useful"): the
+/// Linears' products (c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: 12 C^2 multiply-adds a layer,
+/// and the lm_head's V C), forward, dX and dW, 3 x 2 FLOPs each; and attention's two products
+/// forward and four backward over the keys the causal mask leaves, (T + 1) / 2 on average, across
+/// all heads: 6 C (T + 1) a layer. Biases, LayerNorm, gelu, softmax, the loss and AdamW are not
+/// counted, nor the embeddings' gradients (sums of rows). About nanoGPT's estimate less half of
+/// its attention term.
+inline double gpt_train_useful_flops_per_token(int64_t V, int64_t L, int64_t C, int64_t T) {
+  const double c = C;
+  return 6 * (L * 12 * c * c + double(V) * c) + 6.0 * L * c * (T + 1.0);
+}
+
 /// The same estimate for a Llama (nn/llama.h): N is every parameter but the embedding table's
 /// (q and o C x C, k and v C x C H_kv / H, the MLP's three C x I, two RMSNorm weights a layer,
 /// the final norm, lm_head V x C), plus 12 L C T for attention.

@@ -7,7 +7,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <random>
 #include <vector>
@@ -18,6 +21,7 @@
 #include <tapegrad/nn/llama.h>
 #include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/ops.h>
+#include <tapegrad/ops/threads.h>
 #include <tapegrad/optim/optim.h>
 
 namespace {
@@ -70,9 +74,10 @@ double count(const tg::NamedTensors& params) {
   return n;
 }
 
-// Steps of `model` on random tokens, timed after two warm-up steps (see below).
+// Steps of `model` on random tokens, timed after two warm-up steps (see below); returns the
+// timed steps' wall time in seconds.
 template <class Model>
-void time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B, int64_t T,
+double time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B, int64_t T,
                 tg::Rng& rng) {
   const tg::NamedTensors params = model.named_parameters();
   // nanoGPT's shakespeare_char settings: lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the
@@ -84,25 +89,59 @@ void time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B, 
   // moments, the allocator's cache), which costs ~100 ms per 32 MB here and is not a step's
   // steady cost; PyTorch's side warms up the same way.
   for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y);
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : st) train_step(model, opt, params, x, y);
+  const auto end = std::chrono::steady_clock::now();
   const double tokens = double(B) * double(T);
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
   st.counters["tokens/s"] = benchmark::Counter(tokens, rate);
   st.counters["params"] = count(params);
   st.counters["params*tokens/s"] = benchmark::Counter(tokens * count(params), rate);
+  return std::chrono::duration<double>(end - start).count();
 }
 
+// The GEMM peak BM_Gemm_Peak measures (a 1024^3 tg::matmul), measured once per dtype and thread
+// count in this process: the fastest of 20 products after one to warm up.
+template <class T>
+double gemm_peak_flops() {
+  static std::map<int, double> peaks;  // by team size
+  const int team = tg::detail::team_size();
+  if (const auto at = peaks.find(team); at != peaks.end()) return at->second;
+  constexpr int64_t N = 1024;
+  tg::Rng rng(1);
+  const tg::Tensor a = tg::randn({N, N}, rng, tg::dtype_of<T>());
+  const tg::Tensor b = tg::randn({N, N}, rng, tg::dtype_of<T>());
+  tg::NoGradGuard no_grad;
+  benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());
+  double best = 1e300;
+  for (int i = 0; i < 20; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(tg::matmul(a, b).data<T>());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  return peaks[team] = tg::bench::matmul_flops(N, N, N) / best;
+}
+
+// "FLOP/s" is nanoGPT's estimate (the number to set beside PyTorch's); "useful FLOP/s" what the
+// step must compute (flops.h), and "of GEMM peak" that rate over the GEMM peak measured in the
+// same process at the same thread count (gemm_peak_flops), from the steps' own wall time.
 template <class T>
 void BM_GPT_TrainStep(benchmark::State& st) {
   const GPTCase c = read_case(st);
   tg::Rng rng(0);
   tg::nn::GPT model(make_config<T>(c), rng);
   model.train();
-  time_steps(st, model, c.V, c.B, c.T, rng);
+  const double peak = gemm_peak_flops<T>();
+  const double seconds = time_steps(st, model, c.V, c.B, c.T, rng);
   const double tokens = double(c.B) * double(c.T);
+  const double useful = tokens * tg::bench::gpt_train_useful_flops_per_token(c.V, c.L, c.C, c.T);
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
   st.counters["FLOP/s"] =
       benchmark::Counter(tokens * tg::bench::gpt_train_flops_per_token(c.V, c.L, c.C, c.T), rate);
+  st.counters["useful FLOP/s"] = benchmark::Counter(useful, rate);
+  st.counters["GEMM peak FLOP/s"] = peak;
+  st.counters["of GEMM peak"] = useful * double(st.iterations()) / seconds / peak;
 }
 
 // Activation checkpointing's case: a GPT of 8 layers, 256 wide, block 256, batch 16, its blocks
