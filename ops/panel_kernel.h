@@ -36,18 +36,16 @@ struct PanelKernel {
   /// ldp apart), or Y += it when `accumulate`.
   static void rows(const T* A, int64_t lda, int64_t m, int64_t k, const T* panel, int64_t ldp,
                    T* Y, int64_t ldy, bool accumulate) {
-    rows(A, lda, 1, m, k, panel, ldp, Y, ldy, accumulate);
+    rows_of<true>(A, lda, 1, m, k, panel, ldp, Y, ldy, accumulate);
   }
   /// The same with A's entry (i, q) at A[i * ars + q * acs]: A read transposed in place when
   /// ars is 1 (each of its columns then gives the tile's rows their entries side by side).
   static void rows(const T* A, int64_t ars, int64_t acs, int64_t m, int64_t k, const T* panel,
                    int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
-    int64_t r = 0;
-    for (; r + kRows <= m; r += kRows)
-      tile<kRows>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
-    for (; r + 2 <= m; r += 2)
-      tile<2>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
-    if (r < m) tile<1>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    if (acs == 1)
+      rows_of<true>(A, ars, 1, m, k, panel, ldp, Y, ldy, accumulate);
+    else
+      rows_of<false>(A, ars, acs, m, k, panel, ldp, Y, ldy, accumulate);
   }
 
   /// Y (m, n) = A (m, k; row stride lda) B (k, n; row stride ldb), Y's row stride ldy: every
@@ -62,15 +60,28 @@ struct PanelKernel {
   }
 
  private:
+  // rows() with A's column step acs known to be 1 at compile time (kUnitStep) or not: the
+  // contiguous case (the LSTM's, Winograd's) keeps its one-register address arithmetic.
+  template <bool kUnitStep>
+  static void rows_of(const T* A, int64_t ars, int64_t acs, int64_t m, int64_t k, const T* panel,
+                      int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
+    int64_t r = 0;
+    for (; r + kRows <= m; r += kRows)
+      tile<kRows, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    for (; r + 2 <= m; r += 2)
+      tile<2, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+    if (r < m)
+      tile<1, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+  }
   // Y's R rows (row stride ldy) by one panel (=, or += when accumulate) A's R rows (entry
   // (i, q) at A[i * ars + q * acs]) times the panel.
-  template <int R>
+  template <int R, bool kUnitStep>
   static void tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel, int64_t ldp,
                    T* Y, int64_t ldy, bool accumulate);
 };
 
 template <class T>
-template <int R>
+template <int R, bool kUnitStep>
 void PanelKernel<T>::tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel,
                           int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
   using namespace Eigen::internal;
@@ -81,7 +92,7 @@ void PanelKernel<T>::tile(const T* A, int64_t ars, int64_t acs, int64_t k, const
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c)
       acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : pset1<P>(T(0));
-  for (int64_t q = 0; q < k; ++q, panel += ldp, A += acs) {
+  for (int64_t q = 0; q < k; ++q, panel += ldp, A += kUnitStep ? 1 : acs) {
     P b[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) b[c] = ploadu<P>(panel + c * kWidth);
