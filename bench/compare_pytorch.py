@@ -243,7 +243,8 @@ def run_tapegrad(bench, name, threads, min_time):
         raise SystemExit(f"compare_pytorch: no benchmark named {name}")
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[rows[0]["time_unit"]]
     return {"seconds": rows[0]["real_time"] * scale, "cpu_seconds": rows[0]["cpu_time"] * scale,
-            "tape_bytes_per_op": rows[0].get("tape bytes/op")}
+            "tape_bytes_per_op": rows[0].get("tape bytes/op"),
+            "of_peak": rows[0].get("of GEMM peak")}
 
 
 def peak_rss_mb(cmd, env):
@@ -438,8 +439,9 @@ def compare_gpt(a, threads_list, allocators, targets, results):
           "AdamW, clip 1.0)" + (", beside a busy process" if a.busy else "") + "\n")
     lt_head = " libtorch | libtorch / tapegrad |" if a.libtorch else ""
     print("| threads | dtype | tapegrad | PyTorch | PyTorch / tapegrad | PyTorch's allocator "
-          f"|{lt_head} CPU-time ratio | tapegrad tokens/s | PyTorch CPU/wall |")
-    print("|---|---|---|---|---|---|" + ("---|---|" if a.libtorch else "") + "---|---|---|")
+          f"|{lt_head} CPU-time ratio | tapegrad tokens/s | tapegrad of GEMM peak "
+          "| PyTorch CPU/wall |")
+    print("|---|---|---|---|---|---|" + ("---|---|" if a.libtorch else "") + "---|---|---|---|")
     for threads in threads_list:
         for dtype in ("float", "double"):
             tgs, pts, lts = [], [], []
@@ -458,11 +460,18 @@ def compare_gpt(a, threads_list, allocators, targets, results):
                          else "")
             print(f"| {threads} | {dtype} | {fmt_time(tg['seconds'])} | {fmt_time(pt['seconds'])} "
                   f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} |{lt_cells} {cpu_ratio} "
-                  f"| {12 * 64 / tg['seconds']:.0f} | {pt['cores']:.2f} |", flush=True)
+                  f"| {12 * 64 / tg['seconds']:.0f} | {tg['of_peak']:.0%} | {pt['cores']:.2f} |",
+                  flush=True)
             if dtype == "float":
                 targets.check(tg["seconds"] <= 0.5 * pt["seconds"],
                               f"{threads}T GPT train step float: "
                               f"{tg['seconds'] / pt['seconds']:.2f}x PyTorch's time (<= 0.5x)")
+                # useful FLOP/s over the GEMM peak of the same process and thread count, from
+                # the benchmark's own counter (bench/gpt_bench.cpp), of its fastest run
+                bound = 0.85 if threads == 1 else 0.75
+                targets.check(tg["of_peak"] >= bound,
+                              f"{threads}T GPT train step float: {tg['of_peak']:.0%} of the GEMM "
+                              f"peak in useful FLOP/s (>= {bound:.0%})")
     threads = threads_list[0]
     tg_rss = peak_rss_mb([a.bench, "--benchmark_filter=^" + GPT_NAME.format("float") + "$",
                           "--benchmark_min_time=0"], dict(os.environ, OMP_NUM_THREADS=str(threads)))
