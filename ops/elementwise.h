@@ -3,11 +3,14 @@
 
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/strided_walk.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg::detail {
 
 /// out = f(a, b) elementwise with numpy broadcasting; the fast paths cover equal shapes and a
-/// second operand that is a scalar or broadcasts over leading dimensions only.
+/// second operand that is a scalar or broadcasts over leading dimensions only, their entries
+/// shared among the threads from kPassParallelFrom (f gives each entry alone, rounded once or
+/// selected: the same bits on any team).
 template <class T, class F>
 Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_same_dtype(op, a, b);
@@ -18,12 +21,23 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   T* po = out.data<T>();
   const int64_t n = s.numel();
   if (a.shape() == b.shape()) {
-    MapArr<T>(po, n) = f(CMapArr<T>(pa, n), CMapArr<T>(pb, n));
+    for_parts(
+        n,
+        [&](int64_t i, int64_t e) {
+          MapArr<T>(po + i, e - i) = f(CMapArr<T>(pa + i, e - i), CMapArr<T>(pb + i, e - i));
+        },
+        kPassParallelFrom);
     return out;
   }
   if (a.shape() == s && b.numel() == 1) {
     const T v = pb[0];
-    MapArr<T>(po, n) = f(CMapArr<T>(pa, n), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(n, v));
+    for_parts(
+        n,
+        [&](int64_t i, int64_t e) {
+          MapArr<T>(po + i, e - i) =
+              f(CMapArr<T>(pa + i, e - i), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - i, v));
+        },
+        kPassParallelFrom);
     return out;
   }
   if (a.shape() == s && b.numel() > 0 && n % b.numel() == 0) {
@@ -35,8 +49,13 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
       inner *= s[s.rank() - i];
     }
     if (suffix) {
-      for (int64_t o = 0; o < n; o += inner)
-        MapArr<T>(po + o, inner) = f(CMapArr<T>(pa + o, inner), CMapArr<T>(pb, inner));
+      for_parts(
+          n / inner,
+          [&](int64_t first, int64_t end) {
+            for (int64_t o = first * inner; o < end * inner; o += inner)
+              MapArr<T>(po + o, inner) = f(CMapArr<T>(pa + o, inner), CMapArr<T>(pb, inner));
+          },
+          std::max<int64_t>(2, kPassParallelFrom / inner));
       return out;
     }
   }

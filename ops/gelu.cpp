@@ -21,6 +21,7 @@
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/tangent.h>
 #include <tapegrad/ops/tanh.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -49,6 +50,23 @@ Tensor gelu_tanh_grad(const Tensor& X, const Tensor& dY) {
   return mul(dY, add(scale(add(t, one), 0.5), scale(mul(X, mul(sech2, du)), 0.5)));
 }
 
+// Entries a kernel call takes at most (its temporaries on the stack, in L1).
+constexpr int64_t kChunk = 512;
+
+// f(begin, end) over [0, n) in chunks of kChunk entries, the chunks shared among the threads from
+// kPassParallelFrom entries: every chunk starts at a multiple of kChunk whatever the team, so
+// each entry is computed alike (in a vectorised body or the scalar tail) on any thread count.
+template <class F>
+void by_chunks(int64_t n, const F& f) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  detail::for_parts(
+      chunks,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin; c < end; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
+      },
+      detail::kPassParallelFrom / kChunk);
+}
+
 // The same gradients in one pass over the elements.
 template <class T>
 void gelu_erf_kernel(const T* x, const T* dy, T* dx, int64_t n) {
@@ -69,50 +87,46 @@ void gelu_tanh_kernel(const T* px, const T* pdy, T* pdx, int64_t n) {
   const auto x2 = x * x;
   const auto u = (x + (x * x2) * T(kKappa)) * T(kBeta);
   const auto du = (T(1) + x2 * T(3.0 * kKappa)) * T(kBeta);
+  Eigen::Array<T, kChunk, 1> buf;  // n <= kChunk (by_chunks)
+  auto s = buf.head(n);
   if constexpr (std::is_same_v<T, double>) {
-    const Eigen::Array<T, Eigen::Dynamic, 1> s = (T(1) + (T(-2) * u).exp()).inverse();
+    s = (T(1) + (T(-2) * u).exp()).inverse();
     detail::MapArr<T>(pdx, n) =
         detail::CMapArr<T>(pdy, n) * (s + T(2) * x * (s * (T(1) - s)) * du);
   } else {
-    const Eigen::Array<T, Eigen::Dynamic, 1> t = u.tanh();
+    s = u.tanh();
     detail::MapArr<T>(pdx, n) =
-        detail::CMapArr<T>(pdy, n) * ((t + T(1)) * T(0.5) + (x * ((T(1) - t * t) * du)) * T(0.5));
+        detail::CMapArr<T>(pdy, n) * ((s + T(1)) * T(0.5) + (x * ((T(1) - s * s) * du)) * T(0.5));
   }
 }
 
 // Y, and with tx its tangent tY = tx Y'(X) in the same pass (a forward-mode run that nothing
-// differentiates: the tanh is computed once for both). Chunks of the stack's size keep the
-// activations in L1 between the two.
+// differentiates: the tanh is computed once for both), n <= kChunk entries (by_chunks): the
+// activations stay in L1 between the two.
 template <class T>
 void gelu_tanh_forward(const T* px, T* py, int64_t n, const T* ptx, T* pty) {
+  auto x = detail::CMapArr<T>(px, n);
+  const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
   if (!ptx) {
-    auto x = detail::CMapArr<T>(px, n);
-    const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
     if constexpr (std::is_same_v<T, double>)  // see gelu_tanh_kernel
       detail::MapArr<T>(py, n) = x * (T(1) + (T(-2) * u).exp()).inverse();
     else
       detail::MapArr<T>(py, n) = T(0.5) * x * (T(1) + u.tanh());
     return;
   }
-  constexpr int64_t kChunk = 512;
   Eigen::Array<T, kChunk, 1> buf;
-  for (int64_t i = 0; i < n; i += kChunk) {
-    const int64_t m = std::min(kChunk, n - i);
-    auto x = detail::CMapArr<T>(px + i, m);
-    auto tx = detail::CMapArr<T>(ptx + i, m);
-    auto y = detail::MapArr<T>(py + i, m), ty = detail::MapArr<T>(pty + i, m);
-    const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
-    const auto du = (T(1) + (x * x) * T(3.0 * kKappa)) * T(kBeta);
-    auto s = buf.head(m);
-    if constexpr (std::is_same_v<T, double>) {
-      s = (T(1) + (T(-2) * u).exp()).inverse();
-      y = x * s;
-      ty = tx * (s + T(2) * x * (s * (T(1) - s)) * du);
-    } else {
-      s = u.tanh();
-      y = T(0.5) * x * (T(1) + s);
-      ty = tx * ((s + T(1)) * T(0.5) + (x * ((T(1) - s * s) * du)) * T(0.5));
-    }
+  auto tx = detail::CMapArr<T>(ptx, n);
+  auto y = detail::MapArr<T>(py, n), ty = detail::MapArr<T>(pty, n);
+  const auto du = (T(1) + (x * x) * T(3.0 * kKappa)) * T(kBeta);
+  auto s = buf.head(n);
+  if constexpr (std::is_same_v<T, double>) {
+    s = (T(1) + (T(-2) * u).exp()).inverse();
+    y = x * s;
+    ty = tx * (s + T(2) * x * (s * (T(1) - s)) * du);
+  } else {
+    s = u.tanh();
+    y = T(0.5) * x * (T(1) + s);
+    ty = tx * ((s + T(1)) * T(0.5) + (x * ((T(1) - s * s) * du)) * T(0.5));
   }
 }
 
@@ -139,10 +153,14 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
   dispatch(X.dtype(), [&]<class T>() {
     const T* tx = tX.defined() ? tX.data<T>() : nullptr;
     T* ty = tY.defined() ? tY.data<T>() : nullptr;
-    if (tanh_mode)
-      gelu_tanh_forward<T>(X.data<T>(), Y.data<T>(), X.numel(), tx, ty);
-    else
-      gelu_erf_forward<T>(X.data<T>(), Y.data<T>(), X.numel(), tx, ty);
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    by_chunks(X.numel(), [&](int64_t b, int64_t e) {
+      if (tanh_mode)
+        gelu_tanh_forward<T>(x + b, y + b, e - b, tx ? tx + b : nullptr, ty ? ty + b : nullptr);
+      else
+        gelu_erf_forward<T>(x + b, y + b, e - b, tx ? tx + b : nullptr, ty ? ty + b : nullptr);
+    });
   });
   return record("gelu", std::move(Y), {X}, where)
       .saves(X)
@@ -156,10 +174,15 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
       .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
         Tensor dX(X.shape(), X.dtype());
         dispatch(X.dtype(), [&]<class T>() {
-          if (tanh_mode)
-            gelu_tanh_kernel<T>(X.data<T>(), dY.data<T>(), dX.data<T>(), X.numel());
-          else
-            gelu_erf_kernel<T>(X.data<T>(), dY.data<T>(), dX.data<T>(), X.numel());
+          const T* x = X.data<T>();
+          const T* dy = dY.data<T>();
+          T* dx = dX.data<T>();
+          by_chunks(X.numel(), [&](int64_t b, int64_t e) {
+            if (tanh_mode)
+              gelu_tanh_kernel<T>(x + b, dy + b, dx + b, e - b);
+            else
+              gelu_erf_kernel<T>(x + b, dy + b, dx + b, e - b);
+          });
         });
         return {dX};
       });

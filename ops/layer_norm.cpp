@@ -9,8 +9,10 @@
 
 #include <tapegrad/ops/layer_norm.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/add.h>
@@ -22,6 +24,7 @@
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum_to.h>
 #include <tapegrad/ops/tangent.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -113,21 +116,46 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
   Tensor dX = need_x ? Tensor(X.shape(), X.dtype()) : Tensor();
   ArrD w = W.defined() ? ArrD(detail::CMapArr<T>(W.data<T>(), C).template cast<double>())
                        : ArrD::Ones(C);
-  ArrD dw = ArrD::Zero(C), db = ArrD::Zero(C), xhat(C), dy(C), g(C);
+  // dW and dB sum over the rows: by blocks of kSumRows rows, each block's sums in order, then the
+  // blocks' in order, so the threads (which share the blocks) never change a bit of them.
+  constexpr int64_t kSumRows = 64;
+  const int64_t blocks = (rows + kSumRows - 1) / kSumRows;
+  const bool sums = need_w || need_b;
+  std::vector<double> partial(sums ? size_t(blocks * 2 * C) : 0);  // per block: dW's, dB's
   const double* st = stats.data<double>();
+  const T* x = X.data<T>();
+  const T* pdy = dY.data<T>();
   T* dx = need_x ? dX.data<T>() : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double mu = st[2 * r], rstd = st[2 * r + 1];
-    xhat = (detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>() - mu) * rstd;
-    dy = detail::CMapArr<T>(dY.data<T>() + r * C, C).template cast<double>();
-    if (need_x) {
-      g = dy * w;
-      const double g_mean = g.mean(), gx_mean = (g * xhat).mean();
-      detail::MapArr<T>(dx + r * C, C) =
-          (rstd * ((g - g_mean) - xhat * gx_mean)).template cast<T>();
-    }
-    if (need_w) dw += dy * xhat;
-    if (need_b) db += dy;
+  detail::for_parts(
+      blocks,
+      [&](int64_t first, int64_t end) {
+        ArrD xhat(C), dy(C), g(C), dw(C), db(C);
+        for (int64_t k = first; k < end; ++k) {
+          dw.setZero();
+          db.setZero();
+          for (int64_t r = k * kSumRows; r < std::min(rows, (k + 1) * kSumRows); ++r) {
+            const double mu = st[2 * r], rstd = st[2 * r + 1];
+            xhat = (detail::CMapArr<T>(x + r * C, C).template cast<double>() - mu) * rstd;
+            dy = detail::CMapArr<T>(pdy + r * C, C).template cast<double>();
+            if (need_x) {
+              g = dy * w;
+              const double g_mean = g.mean(), gx_mean = (g * xhat).mean();
+              detail::MapArr<T>(dx + r * C, C) =
+                  (rstd * ((g - g_mean) - xhat * gx_mean)).template cast<T>();
+            }
+            if (need_w) dw += dy * xhat;
+            if (need_b) db += dy;
+          }
+          if (!sums) continue;
+          Eigen::Map<ArrD>(partial.data() + 2 * k * C, C) = dw;
+          Eigen::Map<ArrD>(partial.data() + (2 * k + 1) * C, C) = db;
+        }
+      },
+      std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C * kSumRows)));
+  ArrD dw = ArrD::Zero(C), db = ArrD::Zero(C);
+  for (int64_t k = 0; k < blocks && sums; ++k) {
+    dw += Eigen::Map<const ArrD>(partial.data() + 2 * k * C, C);
+    db += Eigen::Map<const ArrD>(partial.data() + (2 * k + 1) * C, C);
   }
   Tensor dW, dB;
   if (need_w) {
@@ -164,21 +192,29 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
                          : ArrD::Ones(C);
     ArrD b = B.defined() ? ArrD(detail::CMapArr<T>(B.data<T>(), C).template cast<double>())
                          : ArrD::Zero(C);
-    ArrD xc(C), xhat(C), tx(C);
-    for (int64_t r = 0; r < rows; ++r) {
-      const auto x = detail::CMapArr<T>(X.data<T>() + r * C, C).template cast<double>();
-      const double mu = x.mean();
-      xc = x - mu;
-      const double rstd = 1.0 / std::sqrt(xc.square().mean() + eps);  // biased variance
-      st[2 * r] = mu;
-      st[2 * r + 1] = rstd;
-      detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
-      if (!tX.defined()) continue;
-      xhat = xc * rstd;
-      tx = detail::CMapArr<T>(tX.data<T>() + r * C, C).template cast<double>();
-      detail::MapArr<T>(tY.data<T>() + r * C, C) =
-          row_tangent(w, rstd, xhat, tx).template cast<T>();
-    }
+    const T* px = X.data<T>();
+    const T* ptx = tX.defined() ? tX.data<T>() : nullptr;
+    T* pty = tY.defined() ? tY.data<T>() : nullptr;
+    detail::for_parts(  // rows are independent: shared among the threads
+        rows,
+        [&](int64_t first, int64_t end) {
+          ArrD xc(C), xhat(C), tx(C);
+          for (int64_t r = first; r < end; ++r) {
+            const auto x = detail::CMapArr<T>(px + r * C, C).template cast<double>();
+            const double mu = x.mean();
+            xc = x - mu;
+            const double rstd = 1.0 / std::sqrt(xc.square().mean() + eps);  // biased variance
+            st[2 * r] = mu;
+            st[2 * r + 1] = rstd;
+            detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
+            if (!ptx) continue;
+            xhat = xc * rstd;
+            tx = detail::CMapArr<T>(ptx + r * C, C).template cast<double>();
+            detail::MapArr<T>(pty + r * C, C) =
+                row_tangent(w, rstd, xhat, tx).template cast<T>();
+          }
+        },
+        std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C)));
   });
   return record("layer_norm", std::move(Y), {X, W, B}, where)
       .saves(X, W)

@@ -404,6 +404,27 @@ Values winograd_conv2d_run() {
   return out;
 }
 
+// A transformer's MLP at a size whose passes the threads share (ops/threads.h's
+// kPassParallelFrom): layer_norm over 700 rows (not a multiple of its 64-row blocks for dW and dB),
+// a Linear by the panel product (200 columns: whole panels and some left over) with its bias
+// broadcast, gelu over 140,000 entries (not a multiple of its 512-entry chunks), a product of
+// equal shapes; forward and backward, in `dtype`.
+Values mlp_run(Dtype dtype) {
+  Rng rng(79);
+  const Tensor x = randn({700, 128}, rng, dtype).set_requires_grad();
+  const Tensor g = randn({128}, rng, dtype).set_requires_grad();
+  const Tensor beta = randn({128}, rng, dtype).set_requires_grad();
+  const Tensor w = randn({200, 128}, rng, dtype, 0.1).set_requires_grad();
+  const Tensor b = randn({200}, rng, dtype).set_requires_grad();
+  const Tensor m = randn({700, 200}, rng, dtype);
+  const Tensor h = add(matmul(layer_norm(x, g, beta), w, false, true), b);  // (700, 200)
+  const Tensor y = mul(gelu(h, GeluApproximate::tanh), m);
+  sum_of_squares(y).backward();
+  Values out;
+  for (const Tensor& t : {y, x.grad(), g.grad(), beta.grad(), w.grad(), b.grad()}) append(out, t);
+  return out;
+}
+
 TEST(Threads, ResultsIdenticalForAnyThreadCount) {
   NumThreadsGuard restore;
   struct Case {
@@ -416,6 +437,8 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
       {"large_matmul", large_matmul_run},
       {"few_rows_matmul", few_rows_matmul_run},
       {"winograd_conv2d", winograd_conv2d_run},
+      {"mlp_float", [] { return mlp_run(Dtype::f32); }},
+      {"mlp_double", [] { return mlp_run(Dtype::f64); }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
