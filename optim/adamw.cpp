@@ -62,7 +62,7 @@ void AdamW::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& buffe
         const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;     // sqrt(v_hat) + eps
         p[i] = p[i] + neg_step_size * m[i] / denom;           // p -= lr m_hat / denom
       }
-    });
+    }, detail::kPassParallelFrom);
   });
 }
 
