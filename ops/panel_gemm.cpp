@@ -27,13 +27,15 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"  // as in panel_kernel.h
 // s (k, n; row stride lds) = b^T for b (n, k; row stride ldb): blocks of W x W entries by the
-// packets' in-register transpose, the edges one entry at a time.
+// packets' in-register transpose, the edges one entry at a time; the column blocks shared by a
+// team of `team` threads.
 template <class T>
-void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* s, int64_t lds) {
+void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* s, int64_t lds, int team) {
   using namespace Eigen::internal;
   using P = typename PanelKernel<T>::P;
   constexpr int W = PanelKernel<T>::kWidth;
   const int64_t n_whole = n / W * W, k_whole = k / W * W;
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
   for (int64_t j = 0; j < n_whole; j += W) {
     for (int64_t q = 0; q < k_whole; q += W) {
       PacketBlock<P, W> block;
@@ -66,12 +68,15 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
   // of 4 KiB long (rows that far apart share the L1 cache's sets).
   const T* B = b.data;
   int64_t ldb = b.ld;
+  // Threads share the row blocks (fewer rows a block when there would be too few to share), and
+  // B's transposition before them.
+  const int team = omp_in_parallel() || M * whole * K < (int64_t{1} << 21) ? 1 : team_size();
   Tensor room;
   if (b.transposed && whole > 0) {
     ldb = whole * int64_t(sizeof(T)) % 4096 == 0 ? whole + Kernel::kWidth : whole;
     room = Tensor(Shape{K * ldb}, dtype_of<T>());
     T* s = room.data<T>();
-    transpose_into(b.data, b.ld, whole, K, s, ldb);
+    transpose_into(b.data, b.ld, whole, K, s, ldb, team);
     B = s;
   }
   // A's entry (i, q): a[i * ars + q * acs].
@@ -87,8 +92,6 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
     }
   };
   if (whole > 0) {
-    // Threads share the row blocks (fewer rows a block when there would be too few to share).
-    const int team = omp_in_parallel() || M * whole * K < (int64_t{1} << 21) ? 1 : team_size();
     int64_t rows = kBlockRows;
     if (team > 1) rows = std::min(rows, std::max<int64_t>(8, (M / (2 * team) + 7) / 8 * 8));
     const int64_t blocks = (M + rows - 1) / rows;
