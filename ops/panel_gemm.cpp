@@ -1,9 +1,8 @@
 // Whole products by the panel kernel (ops/panel_kernel.h), for the sizes a model's layers make:
 // a Linear over a batch of tokens (hundreds of rows, inner and outer sizes of tens to hundreds),
-// forward (B transposed: x W^T), and backward (dX = dY W; dW = dY^T x, A transposed). BLIS runs
-// them with kernels that suit no CPU with AVX-512 well: its skx kernels pack A through a generic
-// copy (their 32-row panels have no packing kernel of their own in BLIS 0.9) and B through a
-// strided gather, 15% of the GPT step's time with the kernels themselves at 42%
+// forward (B transposed: x W^T), and backward (dX = dY W; dW = dY^T x, A transposed). With its
+// skx kernels (the AVX-512 CPUs' here) BLIS 0.9 packs these through a generic scale-and-copy
+// loop and a strided gather: 15% of the GPT step's time, its kernels themselves 42%
 // (docs/PERFORMANCE.md, "The GPT step on the Zen 5"). Here nothing is packed: op(B) is read in
 // place when it is untransposed and transposed once into a buffer otherwise (by the packets'
 // in-register transpose), op(A) read in place either way (PanelKernel's strided rows).
