@@ -244,7 +244,7 @@ def run_tapegrad(bench, name, threads, min_time):
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[rows[0]["time_unit"]]
     return {"seconds": rows[0]["real_time"] * scale, "cpu_seconds": rows[0]["cpu_time"] * scale,
             "tape_bytes_per_op": rows[0].get("tape bytes/op"),
-            "of_peak": rows[0].get("of GEMM peak")}
+            "of_peak": rows[0].get("of GEMM peak"), "peak": rows[0].get("GEMM peak FLOP/s")}
 
 
 def peak_rss_mb(cmd, env):
@@ -460,14 +460,16 @@ def compare_gpt(a, threads_list, allocators, targets, results):
                          else "")
             print(f"| {threads} | {dtype} | {fmt_time(tg['seconds'])} | {fmt_time(pt['seconds'])} "
                   f"| {pt['seconds'] / tg['seconds']:.2f}x | {alloc} |{lt_cells} {cpu_ratio} "
-                  f"| {12 * 64 / tg['seconds']:.0f} | {tg['of_peak']:.0%} | {pt['cores']:.2f} |",
+                  f"| {12 * 64 / tg['seconds']:.0f} | {tg['of_peak']:.0%} of "
+                  f"{tg['peak'] / 1e9:.0f} GFLOP/s | {pt['cores']:.2f} |",
                   flush=True)
             if dtype == "float":
                 targets.check(tg["seconds"] <= 0.5 * pt["seconds"],
                               f"{threads}T GPT train step float: "
                               f"{tg['seconds'] / pt['seconds']:.2f}x PyTorch's time (<= 0.5x)")
                 # useful FLOP/s over the GEMM peak of the same process and thread count, from
-                # the benchmark's own counter (bench/gpt_bench.cpp), of its fastest run
+                # the benchmark's own counters (bench/gpt_bench.cpp), of its fastest run (the
+                # peak itself moves by 10-15% from run to run on these machines: it is printed)
                 bound = 0.85 if threads == 1 else 0.75
                 targets.check(tg["of_peak"] >= bound,
                               f"{threads}T GPT train step float: {tg['of_peak']:.0%} of the GEMM "

@@ -206,10 +206,11 @@ template <class T>
 }
 
 // Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512, where BLIS has no
-// small-matrix kernels, for a Y of at most 512 columns in float (128 in double, and then at most
-// 768 rows by an inner size of 512). Measured on the Zen 5 (one thread, GFLOP/s, panel_gemm
+// small-matrix kernels for the CPU (or the build has no BLIS: then instead of Eigen, not
+// measured), for a Y of at most 512 columns in float (128 in double, and then at most 768 rows
+// by an inner size of 512). Measured on the Zen 5 (one thread, GFLOP/s, panel_gemm
 // against the route before it: BLIS, or Eigen below kBlas or where BLIS's sup would run): the GPT
-// step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x), 1.00x-1.66x, 208-219
+// step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x), 1.00x-1.66x, 186-218
 // against 116-210; the attention's per-head products (64 x 32 x 64) 1.7x-2.3x; the MNIST Net's
 // fc1 forward (64 x 9216 x 128, W transposed) 164 against 69. Wider Ys lose: each block of rows
 // then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x, 1024^3 0.83x,
@@ -222,7 +223,7 @@ bool panel_route(const MatrixView<const T>& b, int64_t M, int64_t N, int64_t K, 
   } else {
     if (alpha != T(1) || (beta != T(0) && beta != T(1))) return false;
     if (M * N * K <= kTiny || M < 8 || N < PanelKernel<T>::kPanel) return false;
-    if (sizeof(T) == 4 ? N > 512 : N > 128 || M > 768 || K > 512) return false;
+    if (sizeof(T) == 4 ? N > 512 : (N > 128 || M > 768 || K > 512)) return false;
     // B's rows read in place must not be a multiple of 4 KiB apart (they would share L1's sets).
     if (!b.transposed && b.ld * int64_t(sizeof(T)) % 4096 == 0) return false;
 #ifdef TAPEGRAD_HAVE_BLAS

@@ -5,7 +5,8 @@
 // Eigen's GEMM on our machines, re-entrant (threads may multiply at once), and told per call how
 // many threads to use: one inside our parallel regions, detail::team_size() outside them (the
 // cores other processes leave free, ops/threads.h). Medium ones
-// stay in Eigen, and tiny ones are plain loops with no setup cost at all.
+// stay in Eigen, and tiny ones are plain loops with no setup cost at all. With AVX-512, where
+// BLIS has no small-matrix kernels, the sizes a model's layers make go to panel_gemm (below).
 
 #include <cmath>
 #include <cstdint>
@@ -57,11 +58,12 @@ template <class T>
 void gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
           T alpha = T(1), T beta = T(0));
 
-/// Y = op(A) op(B), or Y += it when `accumulate`, by PanelKernel (ops/panel_kernel.h): op(B)'s whole panels of
-/// columns read in place (transposed into a buffer once first when B is transposed), op(A) in
-/// place either way; the threads of a team_size() team share Y's row blocks outside a parallel
-/// region. The columns past the last whole panel go to gemm. (ops/panel_gemm.cpp; gemm sends it
-/// the products it wins, see gemm.cpp.)
+/// Y = op(A) op(B), or Y += it when `accumulate`, by PanelKernel (ops/panel_kernel.h): op(B)'s
+/// whole panels of columns read in place (transposed into a buffer once first when B is
+/// transposed), op(A) in place either way; the threads of a team_size() team share Y's row
+/// blocks outside a parallel region. The columns past the last whole panel go to gemm. With
+/// K = 0, Y = 0 (or Y unchanged when accumulating). (ops/panel_gemm.cpp; gemm sends it the
+/// products it wins, see gemm.cpp.)
 template <class T>
 void panel_gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
                 bool accumulate);

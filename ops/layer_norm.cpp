@@ -12,7 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
+
+#include <omp.h>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/add.h>
@@ -105,6 +106,9 @@ Tensor layer_norm_jvp_kernel(const Tensor& X, const Tensor& W, const Tensor& sta
   return tY;
 }
 
+// Rooms for the threads a pass may run on: a team is at most num_threads() (ops/threads.h).
+int64_t rows_rooms() { return std::max(1, num_threads()); }
+
 // The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
 // 2).
 template <class T>
@@ -121,7 +125,12 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
   constexpr int64_t kSumRows = 64;
   const int64_t blocks = (rows + kSumRows - 1) / kSumRows;
   const bool sums = need_w || need_b;
-  std::vector<double> partial(sums ? size_t(blocks * 2 * C) : 0);  // per block: dW's, dB's
+  Tensor partial(Shape{sums ? blocks * 2 * C : 0}, Dtype::f64);  // per block: dW's, dB's
+  double* partials = partial.data<double>();
+  // each thread's rows of xhat, dy, g and its block's dW and dB, taken before the threads start
+  // (an allocation that fails there throws MemoryError, not inside the parallel region)
+  Tensor room(Shape{rows_rooms(), 5 * C}, Dtype::f64);
+  double* rooms = room.data<double>();
   const double* st = stats.data<double>();
   const T* x = X.data<T>();
   const T* pdy = dY.data<T>();
@@ -129,7 +138,9 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
   detail::for_parts(
       blocks,
       [&](int64_t first, int64_t end) {
-        ArrD xhat(C), dy(C), g(C), dw(C), db(C);
+        double* mine = rooms + omp_get_thread_num() * 5 * C;
+        Eigen::Map<ArrD> xhat(mine, C), dy(mine + C, C), g(mine + 2 * C, C), dw(mine + 3 * C, C),
+            db(mine + 4 * C, C);
         for (int64_t k = first; k < end; ++k) {
           dw.setZero();
           db.setZero();
@@ -147,15 +158,15 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
             if (need_b) db += dy;
           }
           if (!sums) continue;
-          Eigen::Map<ArrD>(partial.data() + 2 * k * C, C) = dw;
-          Eigen::Map<ArrD>(partial.data() + (2 * k + 1) * C, C) = db;
+          Eigen::Map<ArrD>(partials + 2 * k * C, C) = dw;
+          Eigen::Map<ArrD>(partials + (2 * k + 1) * C, C) = db;
         }
       },
       std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C * kSumRows)));
   ArrD dw = ArrD::Zero(C), db = ArrD::Zero(C);
   for (int64_t k = 0; k < blocks && sums; ++k) {
-    dw += Eigen::Map<const ArrD>(partial.data() + 2 * k * C, C);
-    db += Eigen::Map<const ArrD>(partial.data() + (2 * k + 1) * C, C);
+    dw += Eigen::Map<const ArrD>(partials + 2 * k * C, C);
+    db += Eigen::Map<const ArrD>(partials + (2 * k + 1) * C, C);
   }
   Tensor dW, dB;
   if (need_w) {
@@ -195,10 +206,13 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
     const T* px = X.data<T>();
     const T* ptx = tX.defined() ? tX.data<T>() : nullptr;
     T* pty = tY.defined() ? tY.data<T>() : nullptr;
+    Tensor room(Shape{rows_rooms(), 3 * C}, Dtype::f64);  // each thread's xc, xhat, tx
+    double* rooms = room.data<double>();
     detail::for_parts(  // rows are independent: shared among the threads
         rows,
         [&](int64_t first, int64_t end) {
-          ArrD xc(C), xhat(C), tx(C);
+          double* mine = rooms + omp_get_thread_num() * 3 * C;
+          Eigen::Map<ArrD> xc(mine, C), xhat(mine + C, C), tx(mine + 2 * C, C);
           for (int64_t r = first; r < end; ++r) {
             const auto x = detail::CMapArr<T>(px + r * C, C).template cast<double>();
             const double mu = x.mean();

@@ -25,11 +25,11 @@ namespace {
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"  // as in panel_kernel.h
-// s (k, n; row stride lds) = b^T for b (n, k; row stride ldb): blocks of W x W entries by the
+// bt (k, n; row stride ldt) = b^T for b (n, k; row stride ldb): blocks of W x W entries by the
 // packets' in-register transpose, the edges one entry at a time; the column blocks shared by a
 // team of `team` threads.
 template <class T>
-void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* s, int64_t lds, int team) {
+void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* bt, int64_t ldt, int team) {
   using namespace Eigen::internal;
   using P = typename PanelKernel<T>::P;
   constexpr int W = PanelKernel<T>::kWidth;
@@ -40,13 +40,13 @@ void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* s, int64_t
       PacketBlock<P, W> block;
       for (int r = 0; r < W; ++r) block.packet[r] = ploadu<P>(b + (j + r) * ldb + q);
       ptranspose(block);
-      for (int r = 0; r < W; ++r) pstoreu(s + (q + r) * lds + j, block.packet[r]);
+      for (int r = 0; r < W; ++r) pstoreu(bt + (q + r) * ldt + j, block.packet[r]);
     }
     for (int64_t q = k_whole; q < k; ++q)
-      for (int r = 0; r < W; ++r) s[q * lds + j + r] = b[(j + r) * ldb + q];
+      for (int r = 0; r < W; ++r) bt[q * ldt + j + r] = b[(j + r) * ldb + q];
   }
   for (int64_t q = 0; q < k; ++q)
-    for (int64_t j = n_whole; j < n; ++j) s[q * lds + j] = b[j * ldb + q];
+    for (int64_t j = n_whole; j < n; ++j) bt[q * ldt + j] = b[j * ldb + q];
 }
 #pragma GCC diagnostic pop
 
@@ -65,47 +65,53 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
   const int64_t whole = N / Kernel::kPanel * Kernel::kPanel;
   // op(B)'s whole panels, row-major: b itself, or b^T in a buffer whose rows are not a multiple
   // of 4 KiB long (rows that far apart share the L1 cache's sets).
-  const T* B = b.data;
+  const T* op_b = b.data;
   int64_t ldb = b.ld;
   // Threads share the row blocks (fewer rows a block when there would be too few to share), and
   // B's transposition before them.
-  const int team = omp_in_parallel() || M * whole * K < (int64_t{1} << 21) ? 1 : team_size();
-  Tensor room;
-  if (b.transposed && whole > 0) {
+  const int team = (omp_in_parallel() || M * whole * K < (int64_t{1} << 21)) ? 1 : team_size();
+  Tensor bt;  // op(B)'s whole panels when B is transposed
+  if (b.transposed && whole > 0 && K > 0) {
     ldb = whole * int64_t(sizeof(T)) % 4096 == 0 ? whole + Kernel::kWidth : whole;
-    room = Tensor(Shape{K * ldb}, dtype_of<T>());
-    T* s = room.data<T>();
-    transpose_into(b.data, b.ld, whole, K, s, ldb, team);
-    B = s;
+    bt = Tensor(Shape{K * ldb}, dtype_of<T>());
+    T* bt_data = bt.data<T>();
+    transpose_into(b.data, b.ld, whole, K, bt_data, ldb, team);
+    op_b = bt_data;
   }
   // A's entry (i, q): a[i * ars + q * acs].
   const int64_t ars = a.transposed ? 1 : a.ld, acs = a.transposed ? a.ld : 1;
-  T* Y = y.data;
+  T* y_data = y.data;
   const int64_t ldy = y.ld;
   const auto block = [&](int64_t i0, int64_t m) {
     for (int64_t q = 0; q < K; q += kInner) {
       const int64_t k = std::min(kInner, K - q);
       for (int64_t j = 0; j < whole; j += Kernel::kPanel)
-        Kernel::rows(a.data + i0 * ars + q * acs, ars, acs, m, k, B + q * ldb + j, ldb,
-                     Y + i0 * ldy + j, ldy, accumulate || q > 0);
+        Kernel::rows(a.data + i0 * ars + q * acs, ars, acs, m, k, op_b + q * ldb + j, ldb,
+                     y_data + i0 * ldy + j, ldy, accumulate || q > 0);
     }
   };
-  if (whole > 0) {
-    int64_t rows = kBlockRows;
-    if (team > 1) rows = std::min(rows, std::max<int64_t>(8, (M / (2 * team) + 7) / 8 * 8));
-    const int64_t blocks = (M + rows - 1) / rows;
+  if (whole > 0 && K == 0 && !accumulate) {  // an empty sum
+    for (int64_t i = 0; i < M; ++i) std::fill(y_data + i * ldy, y_data + i * ldy + whole, T(0));
+  } else if (whole > 0) {
+    int64_t block_rows = kBlockRows;
+    if (team > 1)
+      block_rows = std::min(block_rows, std::max<int64_t>(8, (M / (2 * team) + 7) / 8 * 8));
+    const int64_t blocks = (M + block_rows - 1) / block_rows;
+    const auto run = [&](int64_t i) {
+      block(i * block_rows, std::min(block_rows, M - i * block_rows));
+    };
     if (team == 1) {
-      for (int64_t i = 0; i < blocks; ++i) block(i * rows, std::min(rows, M - i * rows));
+      for (int64_t i = 0; i < blocks; ++i) run(i);
     } else {
 #pragma omp parallel for num_threads(team) schedule(static)
-      for (int64_t i = 0; i < blocks; ++i) block(i * rows, std::min(rows, M - i * rows));
+      for (int64_t i = 0; i < blocks; ++i) run(i);
     }
   }
   if (whole < N) {
     const MatrixView<const T> rest =
         b.transposed ? MatrixView<const T>(b.data + whole * b.ld, N - whole, K, b.ld, true)
                      : MatrixView<const T>(b.data + whole, K, N - whole, b.ld);
-    gemm<T>(a, rest, view(Y + whole, M, N - whole, ldy), T(1), accumulate ? T(1) : T(0));
+    gemm<T>(a, rest, view(y_data + whole, M, N - whole, ldy), T(1), accumulate ? T(1) : T(0));
   }
 }
 

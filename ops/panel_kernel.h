@@ -1,13 +1,15 @@
 #pragma once
 // A register-tiled product kernel of our own for products with a short inner size (internal to
-// ops/, not installed): Y = A B for a row-major A (rows by k) and a B read in panels of kPanel
-// columns (two SIMD packets), each panel's k rows ldp apart. kRows rows of Y by one panel are
+// ops/, not installed): Y = A B for an A read in place (rows by k, row-major or, by a column
+// stride, transposed) and a B read in panels of kPanel columns (two SIMD packets), each panel's
+// k rows ldp apart. kRows rows of Y by one panel are
 // summed in registers, the k products in order (one rounding each where the CPU has FMA), and
 // stored once: no packing of A, none of B when its rows are already contiguous, and no pass to
 // zero Y first (which Eigen's product needs). A panel of short inner size stays in the L1 cache
 // for all of A's rows (a long one, as in Winograd's dU, streams from L2 once a tile of rows).
-// Used by the LSTM's and GRU's steps (ops/recurrence.h: op(W) packed once per sequence) and by
-// conv2d's Winograd products (ops/winograd.cpp: the transformed input's rows read in place).
+// Used by the LSTM's and GRU's steps (ops/recurrence.h: op(W) packed once per sequence), by
+// conv2d's Winograd products (ops/winograd.cpp: the transformed input's rows read in place) and
+// by panel_gemm (ops/panel_gemm.cpp: whole products of the sizes a model's layers make).
 
 #include <cstdint>
 

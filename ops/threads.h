@@ -49,10 +49,10 @@ void for_parts(int64_t n, const F& f, int64_t serial_below = int64_t{1} << 18) {
   for_parts(n, PartsBody{&f, call}, serial_below);
 }
 
-/// Entries from which the passes over memory of the elementwise kernels that run in every
-/// model's step (the broadcasting add, sub and mul; gelu; layer_norm) share their parts among
-/// the threads: at two threads the GPT step's (768, 128) activations ran on one thread while the
-/// other waited (docs/PERFORMANCE.md, "The GPT step on the Zen 5").
+/// Entries from which the passes over memory that run in every model's step share their parts
+/// among the threads (the broadcasting binary ops, gelu, layer_norm, AdamW's update): at two
+/// threads the GPT step's (768, 128) activations ran on one thread while the other waited
+/// (docs/PERFORMANCE.md, "The GPT step on the Zen 5").
 inline constexpr int64_t kPassParallelFrom = int64_t{1} << 15;
 
 /// The team for `wanted` threads when `cores` cores may be used and other processes kept

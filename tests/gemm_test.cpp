@@ -106,11 +106,13 @@ std::vector<Case> cases() {
   for (const auto& s : sizes)
     for (int layout = 0; layout < 4; ++layout)
       out.push_back({s[0], s[1], s[2], (layout & 1) != 0, (layout & 2) != 0});
+  for (int layout = 0; layout < 4; ++layout)  // an empty sum: Y = 0 (or Y unchanged)
+    out.push_back({16, 0, 40, (layout & 1) != 0, (layout & 2) != 0});
   out.push_back({37, 70, 80, true, true, 5});
   out.push_back({37, 70, 80, false, false, 3});
   out.push_back({40, 50, 70, false, true, 7});
-  // B's rows 4 KiB apart (1024 floats, 512 doubles): gemm sends these elsewhere, panel_gemm
-  // still computes them
+  // B's rows 4 KiB apart (1024 floats, 512 doubles): panel_gemm computes these too (gemm sends
+  // them elsewhere, for their width alone in these cases)
   out.push_back({24, 40, 1024, false, false});
   out.push_back({24, 40, 512, true, false});
   return out;
@@ -177,10 +179,11 @@ TEST(Gemm, AnAlphaAndBetaOtherThanOneAndZero) {
 }
 
 // The layer-sized products (768 rows, as the GPT step's Linears) give the same bits from a team
-// of one and of two: the threads share rows, never an entry's sum.
+// of one and of two: the threads share rows, never an entry's sum. (200 rows: blocks of 56 rows
+// at two threads against 96 at one.)
 TEST(PanelGemm, SameBitsFromOneThreadAndTwo) {
   for (const Case& c : {Case{768, 128, 384, false, true}, Case{384, 768, 128, true, false},
-                        Case{768, 512, 100, false, false}}) {
+                        Case{768, 512, 100, false, false}, Case{200, 700, 128, true, false}}) {
     const Operands<float> start(c, 11, 0.0f);
     Operands<float> one = start, two = start;
     {

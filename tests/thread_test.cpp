@@ -27,6 +27,7 @@
 #include <tapegrad/check/gradcheck.h>
 #include <tapegrad/nn/attention.h>
 #include <tapegrad/ops/ops.h>
+#include <tapegrad/optim/optim.h>
 
 namespace tg {
 namespace {
@@ -406,9 +407,10 @@ Values winograd_conv2d_run() {
 
 // A transformer's MLP at a size whose passes the threads share (ops/threads.h's
 // kPassParallelFrom): layer_norm over 700 rows (not a multiple of its 64-row blocks for dW and dB),
-// a Linear by the panel product (200 columns: whole panels and some left over) with its bias
-// broadcast, gelu over 140,000 entries (not a multiple of its 512-entry chunks), a product of
-// equal shapes; forward and backward, in `dtype`.
+// a Linear (in float by the panel product: 200 columns, whole panels and some left over) with its
+// bias broadcast, gelu over 140,000 entries (not a multiple of its 512-entry chunks), a product of
+// equal shapes; forward and backward, in `dtype`; then one AdamW step (the weight's 25,600
+// entries and x's 89,600 as parameters: x's are shared among the threads).
 Values mlp_run(Dtype dtype) {
   Rng rng(79);
   const Tensor x = randn({700, 128}, rng, dtype).set_requires_grad();
@@ -422,6 +424,9 @@ Values mlp_run(Dtype dtype) {
   sum_of_squares(y).backward();
   Values out;
   for (const Tensor& t : {y, x.grad(), g.grad(), beta.grad(), w.grad(), b.grad()}) append(out, t);
+  optim::AdamW opt({{"x", x}, {"w", w}}, optim::AdamWOptions{});
+  opt.step();
+  for (const Tensor& t : {x, w}) append(out, t);
   return out;
 }
 
