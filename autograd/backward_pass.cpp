@@ -111,10 +111,7 @@ class Pass {
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      if (n->released)
-        throw GraphError("backward: the graph through " + op_at(*n) +
-                         " was freed by an earlier backward; pass retain_graph=true to the first "
-                         "backward to go through it twice");
+      if (n->released) throw freed(*n);
       for (const Edge& e : n->edges()) {
         if (e.leaf) note_leaf(e.leaf.get());
         Node* c = e.node.get();
@@ -262,11 +259,23 @@ class Pass {
   // Runs n's derivative on dY, its summed incoming gradient (unless none came, or tg::grad needs
   // nothing below n), then frees what n kept for it unless the graph is retained.
   Grads run(Node& n, const Tensor& dY) {
-    const NodeState& s = state(&n);
-    if (s.capture >= 0 && dY.defined()) captured_[s.capture] = dY;
+    const NodeState& s = capture(n, dY);
     Grads grads = dY.defined() && s.needed ? call_backward(n, dY, call_.create_graph) : Grads{};
     if (!call_.retain_graph && s.needed) n.release();
     return grads;
+  }
+
+  // For tg::grad with respect to n's output: dY is that input's gradient.
+  const NodeState& capture(const Node& n, const Tensor& dY) {
+    const NodeState& s = state(&n);
+    if (s.capture >= 0 && dY.defined()) captured_[s.capture] = dY;
+    return s;
+  }
+
+  static GraphError freed(const Node& n) {
+    return GraphError("backward: the graph through " + op_at(n) + " was freed by an earlier "
+                      "backward; pass retain_graph=true to the first backward to go through it "
+                      "twice");
   }
 
   // Adds each input's gradient into its state; an input node that has now heard from all its
@@ -294,22 +303,19 @@ class Pass {
     }
   }
 
-  // A checkpointed region's node n with gradient dY (see the top of this file).
+  // A checkpointed region's node n with gradient dY (see the top of this file): records the
+  // region again, counts the new graph's consumers, and moves n's edges under it.
   void splice(Node& n, const Tensor& dY) {
-    if (const NodeState& s = state(&n); s.capture >= 0 && dY.defined()) captured_[s.capture] = dY;
+    capture(n, dY);
     if (!dY.defined()) return send(n, Grads{});
-    if (!n.recompute->run)
-      throw GraphError("backward: the graph through " + op_at(n) + " was freed by an earlier "
-                       "backward; pass retain_graph=true to the first backward to go through it twice");
+    if (!n.recompute->run) throw freed(n);
     std::vector<Node*> made;  // the nodes the recomputation records
-    Tensor y;
     {
       NodeCollector collect(made);
       GradModeGuard on(true);
-      y = n.recompute->run();
+      recomputed_.push_back(n.recompute->run());  // keeps the new graph alive for the pass
     }
-    std::ranges::sort(made);
-    recomputed_.push_back(y);  // keeps the new graph alive for the pass
+    const Tensor& y = recomputed_.back();
     Node* root = y.impl().grad_fn.get();
     if (root == nullptr) {  // fn's output depends on nothing that requires grad
       if (y.requires_grad())
@@ -317,8 +323,26 @@ class Pass {
                          "make, unlike its forward (fn records another graph each time it runs)");
       return send(n, Grads{});
     }
-    // Discovers the new nodes from y down: an edge out of them must be one of n's (which holds
-    // every tensor requiring grad fn read, so maybe more).
+    std::ranges::sort(made);
+    discover_region(n, root, made);
+    // n's edges now wait for the new nodes instead of n (an edge fn read but no path to its output
+    // took gets nothing, as from an op that returns no gradient for an input).
+    for (const Edge& e : n.recompute->edges) {
+      if (e.node) {
+        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed) w_->ready.push_back(e.node.get());
+      } else if (LeafState* l = leaf(e.leaf.get()); on_ready_ && --l->uses == 0) {
+        tell_ready(e.leaf, *l);
+      }
+    }
+    accumulate_grad(state(root).grad, dY, call_.create_graph);
+    w_->ready.push_back(root);
+    if (!call_.retain_graph) n.release();
+  }
+
+  // Discovers region n's new nodes (`made`, sorted) from root down, counting their consumers: an
+  // edge out of them must be one of n's (which holds every tensor requiring grad fn read, so
+  // maybe more).
+  void discover_region(const Node& n, Node* root, const std::vector<Node*>& made) {
     const auto check_edge = [&](const Edge& e) {
       for (const Edge& m : n.recompute->edges)
         if ((e.leaf && m.leaf == e.leaf) || (e.node && m.node == e.node)) return;
@@ -346,18 +370,6 @@ class Pass {
           ++leaf(e.leaf.get())->uses;
       }
     }
-    // n's edges now wait for the new nodes instead of n (an edge fn read but no path to its output
-    // took gets nothing, as from an op that returns no gradient for an input).
-    for (const Edge& e : n.recompute->edges) {
-      if (e.node) {
-        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed) w_->ready.push_back(e.node.get());
-      } else if (LeafState* l = leaf(e.leaf.get()); on_ready_ && --l->uses == 0) {
-        tell_ready(e.leaf, *l);
-      }
-    }
-    accumulate_grad(state(root).grad, dY, call_.create_graph);
-    w_->ready.push_back(root);
-    if (!call_.retain_graph) n.release();
   }
 
   // Refuses a gradient g for input i of n that is not of the input's shape and dtype.

@@ -51,6 +51,11 @@ thread_local std::vector<Node*>* innermost_collector = nullptr;
 thread_local std::vector<Edge>* innermost_reads = nullptr;
 thread_local bool formula_only = false;
 
+// The edge to t, a tensor that requires grad: its node, or t itself for a leaf.
+Edge edge_to(const Tensor& t) {
+  return t.is_leaf() ? Edge{nullptr, t.impl_ptr()} : Edge{t.impl().grad_fn, nullptr};
+}
+
 // "recorded at model.cpp:12", or "recorded within the backward of 'softmax' at model.cpp:12".
 std::string recorded_str(const Node& n) {
   const std::string in = n.within ? std::string("within the backward of '") + n.within + "' " : "";
@@ -195,11 +200,7 @@ void ReadCollector::note(const InputRefs& inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined() || !t.requires_grad()) continue;
-    Edge e;
-    if (t.is_leaf())
-      e.leaf = t.impl_ptr();
-    else
-      e.node = t.impl().grad_fn;
+    Edge e = edge_to(t);
     if (std::none_of(edges.begin(), edges.end(), [&](const Edge& o) { return o.node == e.node && o.leaf == e.leaf; }))
       edges.push_back(std::move(e));
   }
@@ -242,12 +243,7 @@ Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
   }
   for (int i = 0; i < n; ++i) {
     const Tensor& t = inputs[i];
-    Edge& e = node->next(i);
-    if (!t.defined() || !t.requires_grad()) continue;
-    if (t.is_leaf())
-      e.leaf = t.impl_ptr();
-    else
-      e.node = t.impl().grad_fn;
+    if (t.defined() && t.requires_grad()) node->next(i) = edge_to(t);
   }
   node->num_inputs = n;
   node->output_shape = out.shape();
