@@ -72,6 +72,17 @@ at each thread count of --threads, under the same rules:
   steps included. Test accuracy is each side's. --cnn-limit N trains on the first N images only
   (both sides) for a short run; the targets (at most 0.6x PyTorch's time at one thread, 0.5x at
   two) are checked on a whole epoch only.
+--gpt2 times GPT-2 small's training step (124M parameters: V 50257, L 12, H 12, C 768, 1024
+positions; sequences of T 64, B 4, float32: llm.c's CPU setting), BM_GPT2_TrainStep against
+torch_side.py's gpt2 (the --gpt step's model and optimizer at that size), at each thread count,
+with the peak RSS of each side running it. With --llmc DIR (a checkout of llm.c), its CPU
+trainer too: DIR's train_gpt2.c built with -Ofast -march=native -fopenmp (its Makefile's flags),
+run at the same shape from a checkpoint of random weights and random tokens this script writes
+in its file formats (llm.c has no weights or data here: no downloads), OMP_NUM_THREADS capped;
+its own "took N ms" of training steps 1 to 4 (step 0 also touches its fresh buffers), the
+fastest. llm.c's step is forward, backward and AdamW, with no gradient clipping. Without --llmc
+the column is left out, saying so. Targets: at least 80% of the GEMM peak in useful FLOP/s, at
+most 0.5x PyTorch's time and 0.3x llm.c's, peak RSS at most PyTorch's.
 --lstm compares a one-layer LSTM (B 32, T 64, 256 -> 256), float, forward+backward: tapegrad's
 nn::LSTM (BM_LSTM_FwdBwd of bench/rnn_bench.cpp) against torch.nn.LSTM, each giving the input and
 every parameter its gradient of sum(output * w) with fixed random w, at each thread count of
@@ -96,7 +107,7 @@ aten::_slow_conv2d_forward, aten::thnn_conv2d" (THNN's im2col and GEMM).
 Usage: python3 bench/compare_pytorch.py [--bench build/release/bench/tapegrad_bench]
            [--libtorch build/release/bench/libtorch_side] [--threads 1,2] [--min-time 0.5]
            [--cases all|small|none|B,T,D,H;...] [--repeat 3] [--gpt] [--busy] [--functional]
-           [--lstm] [--overhead]
+           [--lstm] [--overhead] [--gpt2 [--llmc DIR]]
            [--cnn [--cnn-limit N] [--tapegrad build/release/tools/tapegrad]
                   [--images /usr/share/datasets/fashion-mnist]]
 """
@@ -114,6 +125,9 @@ import time
 CASES = [(1, 8, 4, 1), (1, 64, 64, 4), (1, 256, 256, 4), (1, 1024, 512, 8), (4, 512, 256, 8)]
 MEMORY_CASE = (1, 4096, 256, 4)
 GPT_NAME = "BM_GPT_TrainStep<{}>/V:65/L:4/H:4/C:128/T:64/B:12"
+GPT2_SMALL = dict(V=50257, L=12, H=12, C=768, T=64, B=4, max_T=1024)  # BM_GPT2_TrainStep's
+GPT2_NAME = "BM_GPT2_TrainStep<float>/V:{V}/L:{L}/H:{H}/C:{C}/T:{T}/B:{B}".format(**GPT2_SMALL)
+LLMC_STEPS = 4  # llm.c's timed training steps (1 to 4), after its step 0
 FUNCTIONAL = {  # torch_side.py's measurement: (tapegrad's benchmark, what it is)
     "hessian_mlp": ("BM_Functional_HessianMlp<{}>/N:32/D:16/H:32/O:14",
                     "Hessian of a tanh MLP's loss, 1,006 parameters"),
@@ -487,6 +501,114 @@ def compare_gpt(a, threads_list, allocators, targets, results):
                   + f"; `import torch` alone {bare:.0f} MiB) (tapegrad <= PyTorch)")
 
 
+class LlmC:
+    """llm.c's CPU trainer (train_gpt2.c of a checkout), built and given its inputs in a
+    temporary folder: a checkpoint of GPT-2 small with random weights (its format: 256 int32 of
+    header, then every parameter in float32, the vocabulary padded to 50304 rows) and files of
+    random tokens (256 int32 of header, then uint16 tokens)."""
+
+    def __init__(self, checkout, folder):
+        import numpy as np
+        self.folder = folder
+        source = os.path.join(checkout, "train_gpt2.c")
+        if not os.path.isfile(source):
+            raise SystemExit(f"compare_pytorch: --llmc {checkout}: no train_gpt2.c there")
+        self.binary = os.path.join(folder, "train_gpt2")
+        build = subprocess.run(["cc", "-Ofast", "-march=native", "-fopenmp", "-Wno-unused-result",
+                                "-I", checkout, source, "-lm", "-o", self.binary],
+                               capture_output=True, text=True)
+        if build.returncode != 0:
+            raise SystemExit(f"compare_pytorch: building {source} failed:\n{build.stderr}")
+        g = GPT2_SMALL
+        V, L, C, max_T, Vp = g["V"], g["L"], g["C"], g["max_T"], 50304
+        # wte, wpe, then per layer ln_1 (2C), c_attn (3C^2 + 3C), attn.c_proj (C^2 + C), ln_2
+        # (2C), c_fc (4C^2 + 4C), mlp.c_proj (4C^2 + C); ln_f (2C)
+        count = Vp * C + max_T * C + L * (12 * C * C + 13 * C) + 2 * C
+        rng = np.random.default_rng(0)
+        with open(os.path.join(folder, "gpt2_124M.bin"), "wb") as f:
+            f.write(np.array([20240326, 3, max_T, V, L, g["H"], C, Vp] + [0] * 248,
+                             np.int32).tobytes())
+            for start in range(0, count, 1 << 24):
+                n = min(1 << 24, count - start)
+                f.write((0.02 * rng.standard_normal(n)).astype(np.float32).tobytes())
+        data = os.path.join(folder, "dev", "data", "tinyshakespeare")
+        os.makedirs(data)
+        for part in ("train", "val"):
+            with open(os.path.join(data, f"tiny_shakespeare_{part}.bin"), "wb") as f:
+                f.write(np.array([20240520, 1, 1 << 15] + [0] * 253, np.int32).tobytes())
+                f.write(rng.integers(0, V, 1 << 15).astype(np.uint16).tobytes())
+
+    def run(self, threads):
+        """The fastest of training steps 1 to LLMC_STEPS, in seconds; the trainer is stopped
+        once it printed them (it would go on to 40 steps, sampling text on the way)."""
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        # line-buffered (coreutils' stdbuf): its printf to a pipe would otherwise arrive in 4 KB
+        # blocks, long after the steps
+        p = subprocess.Popen(["stdbuf", "-oL", self.binary], cwd=self.folder, env=env,
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        steps, lines = {}, []
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("step ") and "(took " in line:
+                step = int(line.split()[1].rstrip(":"))
+                steps[step] = float(line.split("(took ")[1].split()[0]) / 1e3
+                if step >= LLMC_STEPS:
+                    break
+        p.kill()
+        p.wait()
+        if not all(k in steps for k in range(1, LLMC_STEPS + 1)):
+            raise SystemExit("compare_pytorch: llm.c's train_gpt2 stopped before step "
+                             f"{LLMC_STEPS}:\n" + "".join(lines[-20:]))
+        return min(steps[k] for k in range(1, LLMC_STEPS + 1))
+
+
+def compare_gpt2(a, threads_list, allocators, targets):
+    g = GPT2_SMALL
+    print(f"\nGPT-2 small's training step (V {g['V']}, L {g['L']}, H {g['H']}, C {g['C']}; T "
+          f"{g['T']}, B {g['B']}; float; AdamW, clip 1.0)" + (", beside a busy process" if a.busy
+                                                             else "") + "\n")
+    with tempfile.TemporaryDirectory(prefix="compare_pytorch_llmc") as folder:
+        llmc = LlmC(a.llmc, folder) if a.llmc else None
+        if not llmc:
+            print("note: no --llmc checkout given; llm.c's column is left out\n")
+        llmc_head = " llm.c | tapegrad / llm.c |" if llmc else ""
+        print("| threads | tapegrad | PyTorch | tapegrad / PyTorch | PyTorch's allocator |"
+              f"{llmc_head} tapegrad of GEMM peak |")
+        print("|---|---|---|---|---|" + ("---|---|" if llmc else "") + "---|")
+        for threads in threads_list:
+            tgs, pts, lls = [], [], []
+            for _ in range(a.repeat):  # alternating, so every side sees the same machine
+                tgs.append(run_tapegrad(a.bench, GPT2_NAME, threads, a.min_time))
+                pts.append(best_torch(["gpt2", "float", threads, a.min_time], allocators, threads))
+                if llmc:
+                    lls.append(llmc.run(threads))
+            tg = min(tgs, key=lambda r: r["seconds"])
+            pt, alloc = min(pts, key=lambda r: r[0]["seconds"])
+            t, p = tg["seconds"], pt["seconds"]
+            ll = min(lls) if llmc else None
+            ll_cells = f" {fmt_time(ll)} | {t / ll:.2f}x |" if llmc else ""
+            print(f"| {threads} | {fmt_time(t)} | {fmt_time(p)} | {t / p:.2f}x | {alloc} |"
+                  f"{ll_cells} {tg['of_peak']:.0%} of {tg['peak'] / 1e9:.0f} GFLOP/s |",
+                  flush=True)
+            targets.check(tg["of_peak"] >= 0.8, f"{threads}T GPT-2 small step: {tg['of_peak']:.0%}"
+                          " of the GEMM peak in useful FLOP/s (>= 80%)")
+            targets.check(t <= 0.5 * p, f"{threads}T GPT-2 small step: {t / p:.2f}x PyTorch's "
+                          "time (<= 0.5x)")
+            if llmc:
+                targets.check(t <= 0.3 * ll, f"{threads}T GPT-2 small step: {t / ll:.2f}x llm.c's "
+                              "time (<= 0.3x)")
+    threads = threads_list[0]
+    tg_rss = peak_rss_mb([a.bench, "--benchmark_filter=^" + GPT2_NAME + "$",
+                          "--benchmark_min_time=0"], dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    pt_rss = {alloc: peak_rss_mb([sys.executable, TORCH_SIDE, "gpt2", "float", str(threads), "0"],
+                                 torch_env(alloc, threads)) for alloc in allocators}
+    best = min(pt_rss, key=pt_rss.get)
+    targets.check(tg_rss <= pt_rss[best], f"peak RSS running the GPT-2 small step: tapegrad "
+                  f"{tg_rss:.0f} MiB, PyTorch {pt_rss[best]:.0f} MiB ({best}; "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in pt_rss.items()) + ") (tapegrad <= PyTorch)")
+
+
 def compare_functional(a, allocators):
     """The functional API's two cases at one thread, the sides taking turns, each its fastest."""
     print("\nFunctional API, 1 thread (PyTorch: torch.autograd.functional)\n")
@@ -717,6 +839,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=3,
                     help="alternating runs per measurement; each side reports its fastest")
     ap.add_argument("--gpt", action="store_true", help="also the GPT training step and its RSS")
+    ap.add_argument("--gpt2", action="store_true",
+                    help="also GPT-2 small's training step (124M parameters, T 64, B 4) and its RSS")
+    ap.add_argument("--llmc", metavar="DIR",
+                    help="with --gpt2: a checkout of llm.c, whose train_gpt2.c runs the same step")
     ap.add_argument("--functional", action="store_true",
                     help="also the functional API: an MLP's Hessian, a GPT's hvp (1 thread)")
     ap.add_argument("--busy", action="store_true",
@@ -769,6 +895,8 @@ def main():
                 compare_attention(a, cases, threads, allocators, results)
         if a.gpt:
             compare_gpt(a, threads_list, allocators, targets, results)
+        if a.gpt2:
+            compare_gpt2(a, threads_list, allocators, targets)
         if a.functional:
             compare_functional(a, allocators)
         if a.cnn:

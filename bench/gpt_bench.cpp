@@ -127,10 +127,11 @@ double gemm_peak_flops() {
 // step must compute (flops.h), and "of GEMM peak" that rate over the GEMM peak measured in the
 // same process at the same thread count (gemm_peak_flops), from the steps' own wall time.
 template <class T>
-void BM_GPT_TrainStep(benchmark::State& st) {
-  const GPTCase c = read_case(st);
+void train_step_counters(benchmark::State& st, const GPTCase& c, int64_t block_size) {
   tg::Rng rng(0);
-  tg::nn::GPT model(make_config<T>(c), rng);
+  tg::nn::GPTConfig config = make_config<T>(c);
+  config.block_size = block_size;
+  tg::nn::GPT model(config, rng);
   model.train();
   const double peak = gemm_peak_flops<T>();
   const double seconds = time_steps(st, model, c.V, c.B, c.T, rng);
@@ -142,6 +143,21 @@ void BM_GPT_TrainStep(benchmark::State& st) {
   st.counters["useful FLOP/s"] = benchmark::Counter(useful, rate);
   st.counters["GEMM peak FLOP/s"] = peak;
   st.counters["of GEMM peak"] = useful * double(st.iterations()) / seconds / peak;
+}
+
+template <class T>
+void BM_GPT_TrainStep(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  train_step_counters<T>(st, c, c.T);
+}
+
+// GPT-2 small (124M parameters: V 50257, L 12, H 12, C 768, its 1024 positions) trained on
+// sequences of T tokens, B at a time: llm.c's CPU setting is T 64, B 4 (about 190 GFLOP a step).
+// compare_pytorch.py --gpt2 runs it beside PyTorch eager (and llm.c's train_gpt2, given a
+// checkout).
+template <class T>
+void BM_GPT2_TrainStep(benchmark::State& st) {
+  train_step_counters<T>(st, read_case(st), 1024);
 }
 
 // Activation checkpointing's case: a GPT of 8 layers, 256 wide, block 256, batch 16, its blocks
@@ -257,6 +273,10 @@ void gemm_size(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT2_TrainStep, float)
+    ->Args({50257, 12, 12, 768, 64, 4})
+    ->ArgNames({"V", "L", "H", "C", "T", "B"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_GPT_TrainStepCheckpoint, float)
     ->Args({65, 8, 8, 256, 256, 16, 0})
     ->Args({65, 8, 8, 256, 256, 16, 1})

@@ -4,6 +4,7 @@
     torch_side.py info THREADS
     torch_side.py attention B T D H float|double Fwd|FwdBwd THREADS MIN_TIME
     torch_side.py gpt float|double THREADS MIN_TIME
+    torch_side.py gpt2 float|double THREADS MIN_TIME
     torch_side.py hessian_mlp float|double THREADS MIN_TIME
     torch_side.py hvp_gpt float|double THREADS MIN_TIME
     torch_side.py conv2d N C_in C_out H float|double Fwd|FwdBwd THREADS MIN_TIME
@@ -37,6 +38,9 @@ import torch.nn.functional as F
 
 # nanoGPT's shakespeare_char CPU recipe, as BM_GPT_TrainStep runs it (bench/gpt_bench.cpp).
 GPT_RECIPE = dict(vocab=65, layers=4, heads=4, embd=128, block=64, batch=12)
+# GPT-2 small (124M parameters, 1024 positions) on llm.c's CPU setting: sequences of 64 tokens,
+# 4 at a time, as BM_GPT2_TrainStep.
+GPT2_SMALL = dict(vocab=50257, layers=12, heads=12, embd=768, block=1024, seq=64, batch=4)
 # The functional API's cases (bench/functional_bench.cpp): the MLP (N, D, H, O) of ~1,000
 # parameters whose loss's Hessian is timed, and the small GPT whose loss's hvp is.
 HESSIAN_MLP = dict(N=32, D=16, H=32, O=14)
@@ -164,20 +168,20 @@ def initialised_gpt(r, dtype, threads):
     return model
 
 
-def gpt(dtype, threads, min_time):
+def gpt(dtype, threads, min_time, r=GPT_RECIPE):
     """One nanoGPT training step, as BM_GPT_TrainStep: forward, cross-entropy, backward,
     clip_grad_norm_ 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2,
     torch 1.13's CPU default: the single-tensor loop, foreach off), zero_grad(set_to_none) as
-    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf)."""
-    r = GPT_RECIPE
+    nanoGPT's train.py. GELU tanh, as tapegrad's default (nanoGPT's nn.GELU() is erf). Sequences
+    of r["seq"] tokens where the recipe gives one, else of its block size."""
     model = initialised_gpt(r, dtype, threads)
     model.train()
     params = list(model.parameters())  # wte once: the head is tied to it
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, foreach=False)
-    x = torch.randint(r["vocab"], (r["batch"], r["block"]))
-    y = torch.randint(r["vocab"], (r["batch"], r["block"]))
+    shape = (r["batch"], r.get("seq", r["block"]))
+    x, y = torch.randint(r["vocab"], shape), torch.randint(r["vocab"], shape)
 
     def step():
         _, loss = model(x, y)
@@ -187,6 +191,11 @@ def gpt(dtype, threads, min_time):
         opt.zero_grad(set_to_none=True)
 
     print(json.dumps(time_loop(step, min_time)))
+
+
+def gpt2(dtype, threads, min_time):
+    """gpt's step for GPT-2 small (GPT2_SMALL), as BM_GPT2_TrainStep."""
+    gpt(dtype, threads, min_time, GPT2_SMALL)
 
 
 def hessian_mlp(dtype, threads, min_time):
@@ -216,8 +225,8 @@ def hvp_gpt(dtype, threads, min_time):
     names = [n for n, _ in model.named_parameters()]
     params = tuple(p.detach() for _, p in model.named_parameters())
     v = tuple(torch.randn_like(p) for p in params)
-    x = torch.randint(r["vocab"], (r["batch"], r["block"]))
-    y = torch.randint(r["vocab"], (r["batch"], r["block"]))
+    shape = (r["batch"], r.get("seq", r["block"]))
+    x, y = torch.randint(r["vocab"], shape), torch.randint(r["vocab"], shape)
 
     def loss(*p):
         return functional_call(model, dict(zip(names, p)), (x, y))[1]
@@ -448,6 +457,7 @@ MEASUREMENTS = {
     "info": (info, [int]),
     "attention": (attention, [int, int, int, int, str, str, int, float]),
     "gpt": (gpt, [str, int, float]),
+    "gpt2": (gpt2, [str, int, float]),
     "hessian_mlp": (hessian_mlp, [str, int, float]),
     "hvp_gpt": (hvp_gpt, [str, int, float]),
     "conv2d": (conv2d, [int, int, int, int, str, str, int, float]),
