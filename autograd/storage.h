@@ -3,8 +3,9 @@
 //
 // Fresh pages are expensive on our machines (a first touch of 32 MB costs about 100 ms), so freed
 // buffers go back to a per-thread cache bucketed by size and are handed out again; a steady
-// training or benchmark loop stops asking the OS for memory after its first iterations (two
-// with zero_grad(): the first backward's result becomes the .grad() buffer that stays). The cache
+// training or benchmark loop stops asking the OS for memory after its first iterations (an
+// optimizer's zero_grad() hands the gradients' buffers back to the cache for the next backward).
+// The cache
 // is thread-local: threads share no mutable allocator state.
 
 #include <cstddef>

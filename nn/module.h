@@ -63,8 +63,9 @@ class Module {
   NamedTensors named_buffers() const;
   /// The number of parameter elements. Never throws.
   int64_t num_parameters() const;
-  /// Zeroes every parameter's accumulated gradient. Never throws.
-  void zero_grad();
+  /// Drops every parameter's accumulated gradient (torch's default, set_to_none=True; see
+  /// optim::Optimizer::zero_grad), or with set_to_none = false zeroes it in place. Never throws.
+  void zero_grad(bool set_to_none = true);
   /// Training (dropout on) or evaluation mode, for this module and every descendant. Never throws.
   void train(bool on = true);
   /// train(false). Never throws.

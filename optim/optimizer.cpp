@@ -77,8 +77,8 @@ void Optimizer::step() {
   }
 }
 
-void Optimizer::zero_grad() {
-  for (auto& [pname, p] : params_) p.zero_grad();
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& [pname, p] : params_) set_to_none ? p.set_grad(Tensor()) : p.zero_grad();
 }
 
 NamedTensors Optimizer::state_dict() const {

@@ -26,8 +26,12 @@ class Optimizer {
   /// written in place under NoGradGuard, so each parameter's version moves on. Throws ValueError,
   /// before writing anything, when a gradient's shape or dtype is not its parameter's.
   void step();
-  /// Zeroes every parameter's gradient in place (keeps the buffers); throws nothing.
-  void zero_grad();
+  /// Drops every parameter's gradient, as torch's zero_grad(set_to_none=True), its default since
+  /// 2.0: the next backward's gradients become .grad() as they are, with nothing zeroed first or
+  /// added into, and a parameter that gets none is skipped by step(). With set_to_none = false,
+  /// zeroes them in place instead (keeps the buffers: a view of .grad() stays valid). Throws
+  /// nothing.
+  void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }
   /// Sets the learning rate for the next steps (a schedule calls it before each update); throws

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include <tapegrad/autograd/error.h>
+#include <tapegrad/nn/linear.h>
 #include <tapegrad/ops/matmul.h>
 #include <tapegrad/ops/mul.h>
+#include <tapegrad/ops/sum.h>
 #include <tapegrad/ops/sum_of_squares.h>
 #include <tapegrad/optim/optim.h>
 #include "optim_util.h"
@@ -194,7 +196,9 @@ TEST(OptimStep, BumpsTheVersionSoAStaleBackwardThrows) {
   EXPECT_THROW(L.backward(), GraphError);
 }
 
-TEST(OptimStep, SkipsParametersWithoutGradientAndZeroGradZeroes) {
+// zero_grad() drops the gradients, as torch's default set_to_none=True; zero_grad(false) zeroes
+// them in place, keeping the buffer (a handle to it sees the zeros).
+TEST(OptimStep, SkipsParametersWithoutGradientAndZeroGradDropsOrZeroes) {
   const Problem pr = make_problem(1, 9);
   for (const bool adamw : {true, false}) {
     SCOPED_TRACE(adamw ? "AdamW" : "SGD");
@@ -202,15 +206,38 @@ TEST(OptimStep, SkipsParametersWithoutGradientAndZeroGradZeroes) {
     std::unique_ptr<Optimizer> opt;
     if (adamw) opt = std::make_unique<AdamW>(params, 0.1);
     else opt = std::make_unique<SGD>(params, 0.1, 0.9, 0.1);
-    params[0].second.set_grad(pr.grads[0][0]);
+    params[0].second.set_grad(pr.grads[0][0].clone());
     opt->step();
     EXPECT_NE(params[0].second.to_vector(), pr.params[0].second.to_vector());
     for (std::size_t i = 1; i < params.size(); ++i)
       EXPECT_EQ(params[i].second.to_vector(), pr.params[i].second.to_vector());
-    opt->zero_grad();
-    for (const double g : params[0].second.grad().to_vector()) EXPECT_EQ(g, 0.0);
+    const Tensor held = params[0].second.grad();
+    opt->zero_grad(false);
+    ASSERT_TRUE(params[0].second.grad().defined());
+    for (const double g : held.to_vector()) EXPECT_EQ(g, 0.0);
     EXPECT_FALSE(params[1].second.grad().defined());
+    // Dropped: the next step skips every parameter, as none has a gradient.
+    opt->zero_grad();
+    EXPECT_FALSE(params[0].second.grad().defined());
+    const std::vector<double> before = params[0].second.to_vector();
+    opt->step();
+    EXPECT_EQ(params[0].second.to_vector(), before);
   }
+}
+
+// A module's zero_grad drops its parameters' gradients (torch's default) or zeroes them in place.
+TEST(OptimStep, ModuleZeroGradDropsOrZeroes) {
+  Rng rng(3);
+  nn::Linear layer(3, 2, true, rng);
+  sum(layer.forward(ones({4, 3}))).backward();
+  const Tensor w_grad = layer.weight.grad();
+  ASSERT_TRUE(w_grad.defined());
+  layer.zero_grad(false);
+  for (const double g : w_grad.to_vector()) EXPECT_EQ(g, 0.0);
+  EXPECT_TRUE(layer.weight.grad().defined());
+  layer.zero_grad();
+  EXPECT_FALSE(layer.weight.grad().defined());
+  EXPECT_FALSE(layer.bias.grad().defined());
 }
 
 // One update by hand: the formulas of the headers, for a rank-2 parameter (decays) and a
