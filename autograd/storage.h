@@ -5,8 +5,7 @@
 // buffers go back to a per-thread cache bucketed by size and are handed out again; a steady
 // training or benchmark loop stops asking the OS for memory after its first iterations (an
 // optimizer's zero_grad() hands the gradients' buffers back to the cache for the next backward).
-// The cache
-// is thread-local: threads share no mutable allocator state.
+// The cache is thread-local: threads share no mutable allocator state.
 
 #include <cstddef>
 #include <cstdint>
