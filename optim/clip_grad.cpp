@@ -1,10 +1,13 @@
 #include <tapegrad/optim/clip_grad.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg::optim {
 
@@ -26,15 +29,37 @@ double sum_of_squares(const T* x, int64_t n) {
   return total;
 }
 
+// Entries per block of a gradient's sum of squares: the threads share the blocks, each summed
+// alike on any thread, and the blocks' sums are added in order, so the norm has the same bits
+// whatever the team.
+constexpr int64_t kBlock = detail::kPassParallelFrom;
+
+// The sum of x_i^2 over n entries, by blocks (`sums`: room for the blocks' sums).
+template <class T>
+double blocked_sum_of_squares(const T* x, int64_t n, std::vector<double>& sums) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks <= 1) return sum_of_squares(x, n);
+  sums.resize(static_cast<std::size_t>(blocks));
+  detail::for_parts(blocks, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b)
+      sums[b] = sum_of_squares(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+  }, 2);
+  double total = 0;
+  for (const double s : sums) total += s;
+  return total;
+}
+
 }  // namespace
 
 double grad_norm(const NamedTensors& params) {
   double sum_sq = 0;
+  std::vector<double> sums;
   for (const auto& [name, p] : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    dispatch(g.dtype(),
-             [&]<class T>() { sum_sq += sum_of_squares(g.template data<T>(), g.numel()); });
+    dispatch(g.dtype(), [&]<class T>() {
+      sum_sq += blocked_sum_of_squares(g.template data<T>(), g.numel(), sums);
+    });
   }
   return std::sqrt(sum_sq);
 }
@@ -58,7 +83,9 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
     dispatch(g.dtype(), [&]<class T>() {
       T* dg = g.template data<T>();
       const T c = static_cast<T>(coef);
-      for (int64_t i = 0; i < g.numel(); ++i) dg[i] *= c;
+      detail::for_parts(g.numel(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dg[i] *= c;
+      }, detail::kPassParallelFrom);
     });
   }
   return total;

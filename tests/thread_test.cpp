@@ -409,8 +409,9 @@ Values winograd_conv2d_run() {
 // kPassParallelFrom): layer_norm over 700 rows (not a multiple of its 64-row blocks for dW and dB),
 // a Linear (in float by the panel product: 200 columns, whole panels and some left over) with its
 // bias broadcast, gelu over 140,000 entries (not a multiple of its 512-entry chunks), a product of
-// equal shapes; forward and backward, in `dtype`; then one AdamW step (the weight's 25,600
-// entries and x's 89,600 as parameters: x's are shared among the threads).
+// equal shapes; forward and backward, in `dtype`; then clipping to norm 1 and one AdamW step (the
+// weight's 25,600 entries and x's 89,600 as parameters: x's norm and update are shared among the
+// threads, its norm by 2^15-entry blocks, the last one short).
 Values mlp_run(Dtype dtype) {
   Rng rng(79);
   const Tensor x = randn({700, 128}, rng, dtype).set_requires_grad();
@@ -424,7 +425,10 @@ Values mlp_run(Dtype dtype) {
   sum_of_squares(y).backward();
   Values out;
   for (const Tensor& t : {y, x.grad(), g.grad(), beta.grad(), w.grad(), b.grad()}) append(out, t);
-  optim::AdamW opt({{"x", x}, {"w", w}}, optim::AdamWOptions{});
+  const NamedTensors params = {{"x", x}, {"w", w}};
+  out.push_back(optim::clip_grad_norm(params, 1.0));
+  for (const Tensor& t : {x.grad(), w.grad()}) append(out, t);
+  optim::AdamW opt(params, optim::AdamWOptions{});
   opt.step();
   for (const Tensor& t : {x, w}) append(out, t);
   return out;
