@@ -117,6 +117,7 @@ import contextlib
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -545,21 +546,24 @@ class LlmC:
         # line-buffered (coreutils' stdbuf): its printf to a pipe would otherwise arrive in 4 KB
         # blocks, long after the steps
         p = subprocess.Popen(["stdbuf", "-oL", self.binary], cwd=self.folder, env=env,
-                             stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         steps, lines = {}, []
-        for line in p.stdout:
-            lines.append(line)
-            if line.startswith("step ") and "(took " in line:
-                step = int(line.split()[1].rstrip(":"))
-                steps[step] = float(line.split("(took ")[1].split()[0]) / 1e3
-                if step >= LLMC_STEPS:
-                    break
-        p.kill()
-        p.wait()
+        try:
+            for line in p.stdout:
+                lines.append(line)
+                if line.startswith("step ") and "(took " in line:
+                    step = int(line.split()[1].rstrip(":"))
+                    steps[step] = float(line.split("(took ")[1].split()[0]) / 1e3
+                    if step >= LLMC_STEPS:
+                        break
+        finally:  # stopped however the reading ended (it would go on to step 40)
+            p.kill()
+            p.wait()
+            p.stdout.close()
         if not all(k in steps for k in range(1, LLMC_STEPS + 1)):
-            raise SystemExit("compare_pytorch: llm.c's train_gpt2 stopped before step "
-                             f"{LLMC_STEPS}:\n" + "".join(lines[-20:]))
+            raise SystemExit(f"compare_pytorch: llm.c's train_gpt2 stopped before step "
+                             f"{LLMC_STEPS} (exit status {p.returncode}):\n"
+                             + "".join(lines[-20:]))
         return min(steps[k] for k in range(1, LLMC_STEPS + 1))
 
 
@@ -878,6 +882,13 @@ def main():
     if a.cnn and not os.path.isdir(a.images):
         raise SystemExit(f"compare_pytorch: no image folder {a.images} (Debian: "
                          "dataset-fashion-mnist); pass --images")
+    if a.llmc and not a.gpt2:
+        raise SystemExit("compare_pytorch: --llmc is for --gpt2's llm.c column; add --gpt2")
+    if a.llmc and not os.path.isfile(os.path.join(a.llmc, "train_gpt2.c")):
+        raise SystemExit(f"compare_pytorch: --llmc {a.llmc}: no train_gpt2.c there (a checkout "
+                         "of llm.c)")
+    if a.llmc and not shutil.which("stdbuf"):
+        raise SystemExit("compare_pytorch: --llmc needs stdbuf (Debian: coreutils)")
     if a.cnn and not (a.cnn_limit == 0 or BATCH < a.cnn_limit <= TRAIN_IMAGES):
         raise SystemExit(f"compare_pytorch: --cnn-limit {a.cnn_limit}: 0 (every image) or "
                          f"{BATCH + 1} to {TRAIN_IMAGES} (two batches at least: tapegrad's test "

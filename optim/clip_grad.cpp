@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/ops/threads.h>
@@ -31,21 +30,28 @@ double sum_of_squares(const T* x, int64_t n) {
 
 // Entries per block of a gradient's sum of squares: the threads share the blocks, each summed
 // alike on any thread, and the blocks' sums are added in order, so the norm has the same bits
-// whatever the team.
+// whatever the team. The blocks go in groups of kGroup, their sums on the stack (no allocation:
+// grad_norm throws nothing).
 constexpr int64_t kBlock = detail::kPassParallelFrom;
+constexpr int64_t kGroup = 64;
 
-// The sum of x_i^2 over n entries, by blocks (`sums`: room for the blocks' sums).
+// The sum of x_i^2 over n entries, by blocks.
 template <class T>
-double blocked_sum_of_squares(const T* x, int64_t n, std::vector<double>& sums) {
+double blocked_sum_of_squares(const T* x, int64_t n) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   if (blocks <= 1) return sum_of_squares(x, n);
-  sums.resize(static_cast<std::size_t>(blocks));
-  detail::for_parts(blocks, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b)
-      sums[b] = sum_of_squares(x + b * kBlock, std::min(kBlock, n - b * kBlock));
-  }, 2);
   double total = 0;
-  for (const double s : sums) total += s;
+  for (int64_t first = 0; first < blocks; first += kGroup) {
+    const int64_t count = std::min(kGroup, blocks - first);
+    double sums[kGroup];
+    detail::for_parts(count, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t start = (first + b) * kBlock;
+        sums[b] = sum_of_squares(x + start, std::min(kBlock, n - start));
+      }
+    }, 2);
+    for (int64_t b = 0; b < count; ++b) total += sums[b];
+  }
   return total;
 }
 
@@ -53,13 +59,11 @@ double blocked_sum_of_squares(const T* x, int64_t n, std::vector<double>& sums) 
 
 double grad_norm(const NamedTensors& params) {
   double sum_sq = 0;
-  std::vector<double> sums;
   for (const auto& [name, p] : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    dispatch(g.dtype(), [&]<class T>() {
-      sum_sq += blocked_sum_of_squares(g.template data<T>(), g.numel(), sums);
-    });
+    dispatch(g.dtype(),
+             [&]<class T>() { sum_sq += blocked_sum_of_squares(g.template data<T>(), g.numel()); });
   }
   return std::sqrt(sum_sq);
 }

@@ -29,8 +29,8 @@ class Optimizer {
   /// Drops every parameter's gradient, as torch's zero_grad(set_to_none=True), its default since
   /// 2.0: the next backward's gradients become .grad() as they are, with nothing zeroed first or
   /// added into, and a parameter that gets none is skipped by step(). With set_to_none = false,
-  /// zeroes them in place instead (keeps the buffers: a view of .grad() stays valid). Throws
-  /// nothing.
+  /// zeroes them in place instead, as Tensor::zero_grad (keeps the buffers: a handle to .grad()
+  /// sees the zeros). Throws nothing.
   void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }

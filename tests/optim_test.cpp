@@ -346,38 +346,42 @@ TEST(ClipGradNorm, NonFiniteNormIsReturnedAndNothingScaled) {
   }
 }
 
-// Gradients long enough for the norm's 2^15-entry blocks (the last one short), at one thread
-// and two: small integers, so every sum is exact and the norm is sqrt of a known integer; every
-// entry, the first and last blocks' too, is scaled.
+// Gradients long enough for the norm's 2^15-entry blocks (the last one short) and for more than
+// one group of 64 blocks, at one thread and two: small integers, so every sum is exact and the
+// norm is sqrt of a known integer; every entry, the first and last blocks' too, is scaled.
 TEST(ClipGradNorm, LongGradientsByBlocksAtAnyThreadCount) {
   const int saved = num_threads();
   const bool adapt = thread_adaptation();
   set_thread_adaptation(false);
   for (const int threads : {1, 2}) {
     set_num_threads(threads);
-    for (const Dtype dtype : {Dtype::f64, Dtype::f32}) {
-      SCOPED_TRACE(std::to_string(threads) + " thread(s), " + dtype_name(dtype));
-      const int64_t n = 3 * (int64_t{1} << 15) + 1001;
-      std::vector<double> values(static_cast<std::size_t>(n));
-      double exact = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        values[i] = static_cast<double>(i % 7) - 3;
-        exact += values[i] * values[i];
+    // 3 blocks and a short one; 67 blocks and a short one (more than one group of 64)
+    for (const int64_t n : {3 * (int64_t{1} << 15) + 1001, 67 * (int64_t{1} << 15) + 1001}) {
+      for (const Dtype dtype : {Dtype::f64, Dtype::f32}) {
+        SCOPED_TRACE(std::to_string(threads) + " thread(s), " + dtype_name(dtype) + ", " +
+                     std::to_string(n) + " entries");
+        std::vector<double> values(static_cast<std::size_t>(n));
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          values[i] = static_cast<double>(i % 7) - 3;
+          exact += values[i] * values[i];
+        }
+        Tensor a = zeros({n}, dtype).set_requires_grad();
+        Tensor b = zeros({1}, dtype).set_requires_grad();
+        a.set_grad(from_vector(values, {n}, dtype));
+        b.set_grad(from_vector({5.0}, {1}, dtype));
+        const NamedTensors params = {{"a", a}, {"b", b}};
+        EXPECT_EQ(grad_norm(params), std::sqrt(exact + 25));
+        EXPECT_EQ(clip_grad_norm(params, 1.0), std::sqrt(exact + 25));
+        const double coef = 1.0 / (std::sqrt(exact + 25) + 1e-6);
+        const std::vector<double> scaled = a.grad().to_vector();
+        const double tol = dtype == Dtype::f32 ? 1e-7 : 1e-16;
+        for (const int64_t i : {int64_t{0}, int64_t{1} << 15, n - 1000, n - 1})
+          EXPECT_NEAR(scaled[i], values[i] * coef, tol) << "entry " << i;
+        double sum_sq = 0;
+        for (const double v : scaled) sum_sq += v * v;
+        EXPECT_NEAR(std::sqrt(sum_sq + 25 * coef * coef), 1.0, 1e-6);
       }
-      Tensor a = zeros({n}, dtype).set_requires_grad(), b = zeros({1}, dtype).set_requires_grad();
-      a.set_grad(from_vector(values, {n}, dtype));
-      b.set_grad(from_vector({5.0}, {1}, dtype));
-      const NamedTensors params = {{"a", a}, {"b", b}};
-      EXPECT_EQ(grad_norm(params), std::sqrt(exact + 25));
-      EXPECT_EQ(clip_grad_norm(params, 1.0), std::sqrt(exact + 25));
-      const double coef = 1.0 / (std::sqrt(exact + 25) + 1e-6);
-      const std::vector<double> scaled = a.grad().to_vector();
-      const double tol = dtype == Dtype::f32 ? 1e-7 : 1e-16;
-      for (const int64_t i : {int64_t{0}, int64_t{1} << 15, n - 1001, n - 1})
-        EXPECT_NEAR(scaled[i], values[i] * coef, tol) << "entry " << i;
-      double sum_sq = 0;
-      for (const double v : scaled) sum_sq += v * v;
-      EXPECT_NEAR(std::sqrt(sum_sq + 25 * coef * coef), 1.0, 1e-6);
     }
   }
   set_num_threads(saved);
