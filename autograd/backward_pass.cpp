@@ -329,7 +329,8 @@ class Pass {
     // took gets nothing, as from an op that returns no gradient for an input).
     for (const Edge& e : n.recompute->edges) {
       if (e.node) {
-        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed) w_->ready.push_back(e.node.get());
+        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed)
+          w_->ready.push_back(e.node.get());
       } else if (LeafState* l = leaf(e.leaf.get()); on_ready_ && --l->uses == 0) {
         tell_ready(e.leaf, *l);
       }

@@ -610,7 +610,8 @@ def compare_gpt2(a, threads_list, allocators, targets):
     best = min(pt_rss, key=pt_rss.get)
     targets.check(tg_rss <= pt_rss[best], f"peak RSS running the GPT-2 small step: tapegrad "
                   f"{tg_rss:.0f} MiB, PyTorch {pt_rss[best]:.0f} MiB ({best}; "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in pt_rss.items()) + ") (tapegrad <= PyTorch)")
+                  + ", ".join(f"{k} {v:.0f}" for k, v in pt_rss.items())
+                  + ") (tapegrad <= PyTorch)")
 
 
 def compare_functional(a, allocators):
@@ -844,7 +845,8 @@ def main():
                     help="alternating runs per measurement; each side reports its fastest")
     ap.add_argument("--gpt", action="store_true", help="also the GPT training step and its RSS")
     ap.add_argument("--gpt2", action="store_true",
-                    help="also GPT-2 small's training step (124M parameters, T 64, B 4) and its RSS")
+                    help="also GPT-2 small's training step (124M parameters, T 64, B 4) and its "
+                         "RSS")
     ap.add_argument("--llmc", metavar="DIR",
                     help="with --gpt2: a checkout of llm.c, whose train_gpt2.c runs the same step")
     ap.add_argument("--functional", action="store_true",

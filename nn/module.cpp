@@ -108,7 +108,8 @@ int64_t Module::num_parameters() const {
 }
 
 void Module::zero_grad(bool set_to_none) {
-  for (const auto& [name, p] : named_parameters()) set_to_none ? p.set_grad(Tensor()) : p.zero_grad();
+  for (const auto& [name, p] : named_parameters())
+    set_to_none ? p.set_grad(Tensor()) : p.zero_grad();
 }
 
 void Module::train(bool on) {
