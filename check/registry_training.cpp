@@ -1,4 +1,5 @@
-// Op cases for div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm, log_softmax.
+// Op cases for div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm, linear,
+// log_softmax.
 // Inputs are N(0, 1); ops with a restricted domain see them through pos() (or away from the kink
 // for relu), inside the case function, so gradcheck's steps never leave the domain.
 
@@ -105,6 +106,24 @@ void layer_norm_cases(Table& t) {
   });
 }
 
+void linear_cases(Table& t) {
+  auto with_bias = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{linear(x[0], x[1], x[2])};
+  };
+  auto no_bias = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{linear(x[0], x[1])};
+  };
+  t.add("linear", "2d", {{4, 3}, {5, 3}, {5}}, with_bias);
+  t.add("linear", "rank3", {{2, 3, 4}, {2, 4}, {2}}, with_bias);
+  t.add("linear", "rank4", {{2, 1, 2, 3}, {4, 3}, {4}}, with_bias);
+  t.add("linear", "rank1_input", {{3}, {2, 3}, {2}}, with_bias);  // (in) -> (out), as PyTorch
+  t.add("linear", "1xN", {{1, 6}, {3, 6}, {3}}, with_bias);
+  t.add("linear", "one_output", {{4, 3}, {1, 3}, {1}}, with_bias);
+  t.add("linear", "one_input", {{4, 1}, {3, 1}, {3}}, with_bias);
+  t.add("linear", "no_bias", {{3, 4}, {2, 4}}, no_bias);
+  t.add("linear", "no_bias_rank3", {{2, 2, 3}, {4, 3}}, no_bias);
+}
+
 // A (rows, n) mask: 0 where allowed, -inf where masked.
 Tensor partial_mask() {
   return from_vector({0, -kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, -kInf, 0}, {3, 4},
@@ -143,6 +162,7 @@ void training_op_cases(Table& t) {
   div_cases(t);
   mean_cases(t);
   layer_norm_cases(t);
+  linear_cases(t);
   log_softmax_cases(t);
 }
 

@@ -4,8 +4,7 @@
 #include <string>
 
 #include <tapegrad/nn/init.h>
-#include <tapegrad/ops/add.h>
-#include <tapegrad/ops/matmul.h>
+#include <tapegrad/ops/linear.h>
 
 namespace tg::nn {
 
@@ -40,8 +39,7 @@ Tensor Linear::forward(const Tensor& x) const {
   if (x.rank() < 2 || x.size(-1) != in_features)
     throw ShapeError(name(in_features, out_features) + ": input " + x.shape().str() +
                      " must be (..., " + std::to_string(in_features) + ") of rank >= 2");
-  Tensor y = matmul(x, weight, false, true);  // (..., out)
-  return bias.defined() ? add(y, bias) : y;   // (..., out)
+  return linear(x, weight, bias);  // (..., out)
 }
 
 }  // namespace tg::nn

@@ -328,6 +328,24 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
   else eigen_product<T>(A.transpose(), B.transpose(), Y, alpha, beta);
 }
 
+template <class T>
+void gemm_bias(const MatrixView<const T>& a, const MatrixView<const T>& b, const MatrixView<T>& y,
+               const T* bias) {
+  const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
+  if (M == 0 || N == 0) return;
+  if (panel_route(b, M, N, K, T(1), T(0))) {
+    panel_gemm(a, b, y, false, bias);
+    return;
+  }
+  for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, y.data + i * y.ld);
+  gemm(a, b, y, T(1), T(1));
+}
+
+template void gemm_bias<float>(const MatrixView<const float>&, const MatrixView<const float>&,
+                               const MatrixView<float>&, const float*);
+template void gemm_bias<double>(const MatrixView<const double>&, const MatrixView<const double>&,
+                                const MatrixView<double>&, const double*);
+
 template void gemm<float>(const MatrixView<const float>&, const MatrixView<const float>&,
                           const MatrixView<float>&, float, float);
 template void gemm<double>(const MatrixView<const double>&, const MatrixView<const double>&,

@@ -58,15 +58,23 @@ template <class T>
 void gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
           T alpha = T(1), T beta = T(0));
 
-/// Y = op(A) op(B), or Y += it when `accumulate`, by PanelKernel (ops/panel_kernel.h): op(B)'s
+/// Y = op(A) op(B) + 1 bias^T: every row of Y the product's plus `bias` (N entries), as a
+/// Linear's forward. Where gemm would take the product by panel_gemm, the bias is where its
+/// sums start; elsewhere Y is filled with the bias and the product accumulated into it.
+template <class T>
+void gemm_bias(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
+               const T* bias);
+
+/// Y = op(A) op(B), or Y += it when `accumulate`, or Y = 1 bias^T + it when given a bias (N
+/// entries) and not accumulating, by PanelKernel (ops/panel_kernel.h): op(B)'s
 /// whole panels of columns read in place (transposed into a buffer once first when B is
 /// transposed), op(A) in place either way; the threads of a team_size() team share Y's row
 /// blocks outside a parallel region. The columns past the last whole panel go to gemm. With
-/// K = 0, Y = 0 (or Y unchanged when accumulating). (ops/panel_gemm.cpp; gemm sends it the
-/// products it wins, see gemm.cpp.)
+/// K = 0, Y = 0 or the bias (or Y unchanged when accumulating). (ops/panel_gemm.cpp; gemm sends
+/// it the products it wins, see gemm.cpp.)
 template <class T>
 void panel_gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
-                bool accumulate);
+                bool accumulate, const T* bias = nullptr);
 
 /// a b + c exactly as the tiny products compute each step (one rounding where the CPU has FMA),
 /// for sums that must agree with them to the last bit.

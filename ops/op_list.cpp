@@ -131,6 +131,8 @@ std::vector<OpInfo> rows(const Sizes& z) {
       {"l1_loss", other, real, {act, act}, [=](X x) { return l1_loss(x[0], x[1]); }},
       {"layer_norm", other, real, {act, {kD}, {kD}},
        [=](X x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"linear", other, real, {act, {kT, kD}, {kT}},
+       [=](X x) { return linear(x[0], x[1], x[2]); }},
       {"log", unary, positive, {act}, [=](X x) { return log(x[0]); }},
       {"log_softmax", other, real, {scores}, [=](X x) { return log_softmax(x[0]); }},
       {"log_softmax_dim", other, real, {scores}, [=](X x) { return log_softmax(x[0], -2); }},

@@ -27,6 +27,7 @@
 #include <tapegrad/ops/index_select.h>
 #include <tapegrad/ops/l1_loss.h>
 #include <tapegrad/ops/layer_norm.h>
+#include <tapegrad/ops/linear.h>
 #include <tapegrad/ops/log.h>
 #include <tapegrad/ops/log_softmax.h>
 #include <tapegrad/ops/logsumexp.h>

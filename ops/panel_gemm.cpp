@@ -59,7 +59,8 @@ constexpr int64_t kInner = 256;
 
 template <class T>
 void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const MatrixView<T>& y,
-                bool accumulate) {
+                bool accumulate, const T* bias) {
+  if (accumulate) bias = nullptr;  // Y holds its start already
   using Kernel = PanelKernel<T>;
   const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   const int64_t whole = N / Kernel::kPanel * Kernel::kPanel;
@@ -87,11 +88,18 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
       const int64_t k = std::min(kInner, K - q);
       for (int64_t j = 0; j < whole; j += Kernel::kPanel)
         Kernel::rows(a.data + i0 * ars + q * acs, ars, acs, m, k, op_b + q * ldb + j, ldb,
-                     y_data + i0 * ldy + j, ldy, accumulate || q > 0);
+                     y_data + i0 * ldy + j, ldy, accumulate || q > 0,
+                     bias && q == 0 ? bias + j : nullptr);
     }
   };
-  if (whole > 0 && K == 0 && !accumulate) {  // an empty sum
-    for (int64_t i = 0; i < M; ++i) std::fill(y_data + i * ldy, y_data + i * ldy + whole, T(0));
+  if (whole > 0 && K == 0 && !accumulate) {  // an empty sum: the bias, or zeros
+    for (int64_t i = 0; i < M; ++i) {
+      T* row = y_data + i * ldy;
+      if (bias)
+        std::copy(bias, bias + whole, row);
+      else
+        std::fill(row, row + whole, T(0));
+    }
   } else if (whole > 0) {
     int64_t block_rows = kBlockRows;
     if (team > 1)
@@ -111,13 +119,16 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
     const MatrixView<const T> rest =
         b.transposed ? MatrixView<const T>(b.data + whole * b.ld, N - whole, K, b.ld, true)
                      : MatrixView<const T>(b.data + whole, K, N - whole, b.ld);
-    gemm<T>(a, rest, view(y_data + whole, M, N - whole, ldy), T(1), accumulate ? T(1) : T(0));
+    if (bias)
+      for (int64_t i = 0; i < M; ++i) std::copy(bias + whole, bias + N, y_data + i * ldy + whole);
+    gemm<T>(a, rest, view(y_data + whole, M, N - whole, ldy), T(1),
+            accumulate || bias ? T(1) : T(0));
   }
 }
 
 template void panel_gemm<float>(const MatrixView<const float>&, const MatrixView<const float>&,
-                                const MatrixView<float>&, bool);
+                                const MatrixView<float>&, bool, const float*);
 template void panel_gemm<double>(const MatrixView<const double>&, const MatrixView<const double>&,
-                                 const MatrixView<double>&, bool);
+                                 const MatrixView<double>&, bool, const double*);
 
 }  // namespace tg::detail

@@ -41,13 +41,15 @@ struct PanelKernel {
     rows_of<true>(A, lda, 1, m, k, panel, ldp, Y, ldy, accumulate);
   }
   /// The same with A's entry (i, q) at A[i * ars + q * acs]: A read transposed in place when
-  /// ars is 1 (each of its columns then gives the tile's rows their entries side by side).
+  /// ars is 1 (each of its columns then gives the tile's rows their entries side by side). With a
+  /// `bias` (kPanel entries) and not accumulating, every row of Y is bias + the product: the sums
+  /// start from it (a Linear's bias at no extra pass).
   static void rows(const T* A, int64_t ars, int64_t acs, int64_t m, int64_t k, const T* panel,
-                   int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
+                   int64_t ldp, T* Y, int64_t ldy, bool accumulate, const T* bias = nullptr) {
     if (acs == 1)
-      rows_of<true>(A, ars, 1, m, k, panel, ldp, Y, ldy, accumulate);
+      rows_of<true>(A, ars, 1, m, k, panel, ldp, Y, ldy, accumulate, bias);
     else
-      rows_of<false>(A, ars, acs, m, k, panel, ldp, Y, ldy, accumulate);
+      rows_of<false>(A, ars, acs, m, k, panel, ldp, Y, ldy, accumulate, bias);
   }
 
   /// Y (m, n) = A (m, k; row stride lda) B (k, n; row stride ldb), Y's row stride ldy: every
@@ -66,34 +68,38 @@ struct PanelKernel {
   // contiguous case (the LSTM's, Winograd's) keeps its one-register address arithmetic.
   template <bool kUnitStep>
   static void rows_of(const T* A, int64_t ars, int64_t acs, int64_t m, int64_t k, const T* panel,
-                      int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
+                      int64_t ldp, T* Y, int64_t ldy, bool accumulate, const T* bias = nullptr) {
     int64_t r = 0;
     for (; r + kRows <= m; r += kRows)
-      tile<kRows, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+      tile<kRows, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate,
+                             bias);
     for (; r + 2 <= m; r += 2)
-      tile<2, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+      tile<2, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate, bias);
     if (r < m)
-      tile<1, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate);
+      tile<1, kUnitStep>(A + r * ars, ars, acs, k, panel, ldp, Y + r * ldy, ldy, accumulate, bias);
   }
-  // Y's R rows (row stride ldy) by one panel (=, or += when accumulate) A's R rows (entry
-  // (i, q) at A[i * ars + q * acs]) times the panel.
+  // Y's R rows (row stride ldy) by one panel (=, or += when accumulate, or = bias + when there
+  // is a bias) A's R rows (entry (i, q) at A[i * ars + q * acs]) times the panel.
   template <int R, bool kUnitStep>
   static void tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel, int64_t ldp,
-                   T* Y, int64_t ldy, bool accumulate);
+                   T* Y, int64_t ldy, bool accumulate, const T* bias);
 };
 
 template <class T>
 template <int R, bool kUnitStep>
 void PanelKernel<T>::tile(const T* A, int64_t ars, int64_t acs, int64_t k, const T* panel,
-                          int64_t ldp, T* Y, int64_t ldy, bool accumulate) {
+                          int64_t ldp, T* Y, int64_t ldy, bool accumulate, const T* bias) {
   using namespace Eigen::internal;
   constexpr int C = kPacketsPerPanel;
+  P start[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) start[c] = bias ? ploadu<P>(bias + c * kWidth) : pset1<P>(T(0));
   P acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c)
-      acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : pset1<P>(T(0));
+      acc[r][c] = accumulate ? ploadu<P>(Y + r * ldy + c * kWidth) : start[c];
   for (int64_t q = 0; q < k; ++q, panel += ldp, A += kUnitStep ? 1 : acs) {
     P b[C];
 #pragma GCC unroll 8

@@ -30,6 +30,7 @@ list(APPEND TAPEGRAD_SOURCES
   ops/index_select.cpp
   ops/l1_loss.cpp
   ops/layer_norm.cpp
+  ops/linear.cpp
   ops/log.cpp
   ops/log_softmax.cpp
   ops/logsumexp.cpp

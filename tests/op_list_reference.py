@@ -158,6 +158,7 @@ OPS = {
                                                                  x[0].shape[1])),
     "l1_loss": lambda x: F.l1_loss(x[0], x[1]),
     "layer_norm": lambda x: F.layer_norm(x[0], x[0].shape[-1:], x[1], x[2]),
+    "linear": lambda x: F.linear(*x),
     "log": lambda x: torch.log(x[0]),
     "log_softmax": lambda x: torch.log_softmax(x[0], -1),
     "log_softmax_dim": lambda x: torch.log_softmax(x[0], -2),

@@ -147,6 +147,7 @@ TEST(RandomGraph, ComposesEveryListedOp) {
       {"index_select", "int64 indices"},
       {"l1_loss", "a loss: two inputs of one shape"},
       {"layer_norm", "(C,) weight and bias"},
+      {"linear", "an (out, in) weight whose in is the input's last axis, and an (out,) bias"},
       {"log_softmax", "the registry covers its masked rows"},
       {"log_softmax_dim", "the registry covers its dims"},
       {"logsumexp", "the registry covers its axes"},

@@ -1,5 +1,5 @@
 // The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
-// log_softmax): forward values against plain loops in double, kernel and formula agreeing on
+// linear, log_softmax): forward values against plain loops in double, kernel and formula agreeing on
 // every registry case, float32 accumulation, and a table of bad inputs.
 
 #include <gtest/gtest.h>
@@ -158,6 +158,91 @@ TEST(TrainingOps, LayerNormMatchesBiasedVarianceFormula) {
   // A constant row: var = 0, so the output is the bias.
   expect_close(tg::layer_norm(tg::full({1, 6}, 3.0), w, b).to_vector(), b.to_vector(), 0,
                "constant");
+}
+
+// linear's entries outside their tolerance against loops in double: Y = X W^T + b, and with
+// R the upstream gradient dX = R W, dW = R^T X, db = R's column sums (when the gradients are
+// given). Each entry's tolerance is 1e-6 of its terms' magnitudes plus one: a few float32
+// roundings.
+int64_t linear_misses(const Tensor& x, const Tensor& w, const std::vector<double>& B,
+                      const Tensor& r, const Tensor& y, const Tensor& gx, const Tensor& gw,
+                      const Tensor& gb) {
+  const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
+  const auto X = x.to_vector(), W = w.to_vector(), R = r.to_vector(), Y = y.to_vector();
+  std::vector<double> dx(rows * in, 0), dx_mag(rows * in, 0), dw(out * in, 0), dw_mag(out * in, 0),
+      db(out, 0);
+  int64_t misses = 0;
+  auto miss = [&](double got, double want, double mag) {
+    misses += !(std::fabs(got - want) <= 1e-6 * (mag + 1));
+  };
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double want = B[o], mag = std::fabs(B[o]);
+      const double g = R[i * out + o];
+      for (int64_t k = 0; k < in; ++k) {
+        want += X[i * in + k] * W[o * in + k];
+        mag += std::fabs(X[i * in + k] * W[o * in + k]);
+        dx[i * in + k] += g * W[o * in + k];
+        dx_mag[i * in + k] += std::fabs(g * W[o * in + k]);
+        dw[o * in + k] += g * X[i * in + k];
+        dw_mag[o * in + k] += std::fabs(g * X[i * in + k]);
+      }
+      db[o] += g;
+      miss(Y[i * out + o], want, mag);
+    }
+  if (gx.defined()) {
+    const auto G = gx.to_vector();
+    for (std::size_t j = 0; j < dx.size(); ++j) miss(G[j], dx[j], dx_mag[j]);
+  }
+  if (gw.defined()) {
+    const auto G = gw.to_vector();
+    for (std::size_t j = 0; j < dw.size(); ++j) miss(G[j], dw[j], dw_mag[j]);
+  }
+  if (gb.defined()) {
+    const auto G = gb.to_vector();
+    for (int64_t o = 0; o < out; ++o) miss(G[o], db[o], static_cast<double>(rows));
+  }
+  return misses;
+}
+
+// linear in float32 at sizes that take each of gemm's routes (the panel kernel accumulating into
+// the bias where the CPU has AVX-512, BLIS with beta 1, Eigen's small product, the tiny
+// product, a single row), with and without a bias, values and gradients.
+TEST(TrainingOps, LinearMatchesLoopsOnEveryProductRoute) {
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (const Case c : {Case{768, 128, 384}, Case{64, 70, 600}, Case{40, 30, 20}, Case{2, 3, 4},
+                       Case{1, 200, 300}}) {
+    for (const bool with_bias : {true, false}) {
+      SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + " -> " +
+                   std::to_string(c.out) + (with_bias ? ", bias" : ", no bias"));
+      tg::Rng rng(c.rows + c.out);
+      Tensor x = tg::randn({c.rows, c.in}, rng, Dtype::f32).set_requires_grad();
+      Tensor w = tg::randn({c.out, c.in}, rng, Dtype::f32).set_requires_grad();
+      Tensor b = with_bias ? tg::randn({c.out}, rng, Dtype::f32, 4.0).set_requires_grad()
+                           : Tensor();
+      const Tensor r = tg::randn({c.rows, c.out}, rng, Dtype::f32);  // the upstream gradient
+      const Tensor y = tg::linear(x, w, b);
+      tg::sum(tg::mul(y, r)).backward();
+      const auto B = with_bias ? b.to_vector() : std::vector<double>(c.out, 0.0);
+      EXPECT_EQ(linear_misses(x, w, B, r, y, x.grad(), w.grad(), with_bias ? b.grad() : Tensor()),
+                0);
+    }
+  }
+}
+
+// Negative control for the test above: its tolerance sees a bias left out or added twice.
+TEST(TrainingOps, LinearLoopCheckSeesAWrongBias) {
+  tg::Rng rng(3);
+  const Tensor x = tg::randn({768, 128}, rng, Dtype::f32);
+  const Tensor w = tg::randn({384, 128}, rng, Dtype::f32);
+  const Tensor b = tg::randn({384}, rng, Dtype::f32, 4.0), r = tg::zeros({768, 384}, Dtype::f32);
+  const auto B = b.to_vector();
+  EXPECT_EQ(linear_misses(x, w, B, r, tg::linear(x, w, b), {}, {}, {}), 0);
+  EXPECT_GT(linear_misses(x, w, B, r, tg::linear(x, w), {}, {}, {}), 768 * 384 * 9 / 10);
+  const Tensor twice = tg::add(tg::linear(x, w, b), b);
+  EXPECT_GT(linear_misses(x, w, B, r, twice, {}, {}, {}), 768 * 384 * 9 / 10);
 }
 
 TEST(TrainingOps, LogSoftmaxMatchesLoopsAndMasks) {
