@@ -62,6 +62,8 @@ double fwd_flops(const tg::OpInfo& op) {
   const std::string name = op.name;
   if (name == "matmul") return tg::bench::matmul_flops(s[0].numel() / s[0][s[0].rank() - 1],
                                                        s[0][s[0].rank() - 1], s[1][1]);
+  if (name == "linear")  // X (..., in) W (out, in)^T: the product's FLOPs (the bias adds rows x out)
+    return tg::bench::matmul_flops(s[0].numel() / s[1][1], s[1][1], s[1][0]);
   if (name == "causal_attention" || name == "causal_attention_heads") {
     const tg::Shape& q = s[0];  // (N, T, d) entries (packed heads count as d in total)
     const double entries = q.numel() / (q[q.rank() - 2] * q[q.rank() - 1]);

@@ -30,10 +30,12 @@ void check_inputs(const Tensor& X, const Tensor& Y, const Tensor& P) {
   detail::check_same_dtype(kOp, X, Y);
   detail::check_loss_shapes(kOp, X, Y);
   if (!P.defined()) return;
-  const std::string shapes = "input " + X.shape().str() + ", pos_weight " + P.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "input " + X.shape().str() + ", pos_weight " + P.shape().str();
+  };
   if (P.dtype() != X.dtype())
     throw ValueError(std::string(kOp) + ": pos_weight must have the input's dtype " +
-                     dtype_name(X.dtype()) + ", got " + dtype_name(P.dtype()) + ": " + shapes);
+                     dtype_name(X.dtype()) + ", got " + dtype_name(P.dtype()) + ": " + shapes());
   bool fits = true;
   try {
     fits = broadcast_shapes(P.shape(), X.shape(), kOp) == X.shape();
@@ -42,10 +44,10 @@ void check_inputs(const Tensor& X, const Tensor& Y, const Tensor& P) {
   }
   if (!fits)
     throw ShapeError(std::string(kOp) + ": pos_weight must broadcast to the input's shape: " +
-                     shapes);
+                     shapes());
   if (P.requires_grad() || detail::tangent_of(P).defined())
     throw ValueError(std::string(kOp) + ": pos_weight is a constant here (no gradient or "
-                     "tangent flows to it); pass pos_weight.detach(): " + shapes);
+                     "tangent flows to it); pass pos_weight.detach(): " + shapes());
 }
 
 // dE/dX = (1 - Y + P Y) s - P Y  (= s - Y without P), from s = sigmoid(X).

@@ -85,7 +85,9 @@ void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, c
     throw ShapeError(o + ": input must be " + x_form + ", got shape " + X.shape().str());
   if (W.rank() != rank)
     throw ShapeError(o + ": weight must be " + w_form + ", got shape " + W.shape().str());
-  const std::string shapes = "input " + X.shape().str() + ", weight " + W.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "input " + X.shape().str() + ", weight " + W.shape().str();
+  };
   if (stride.h < 1 || stride.w < 1)
     throw ValueError(o + ": stride must be at least 1, got " + stride.str(spatial));
   if (dilation.h < 1 || dilation.w < 1)
@@ -96,14 +98,14 @@ void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, c
   const int64_t C = X.size(1), C_out = W.size(0);
   if (C % groups != 0)
     throw ShapeError(o + ": groups = " + std::to_string(groups) + " does not divide C_in = " +
-                     std::to_string(C) + ": " + shapes);
+                     std::to_string(C) + ": " + shapes());
   if (C_out % groups != 0)
     throw ShapeError(o + ": groups = " + std::to_string(groups) + " does not divide C_out = " +
-                     std::to_string(C_out) + ": " + shapes);
+                     std::to_string(C_out) + ": " + shapes());
   if (W.size(1) * groups != C)
-    throw ShapeError(o + ": channels do not match: " + shapes + " (C_in = " + std::to_string(C) +
-                     ", weight expects C_in / groups = " + std::to_string(W.size(1)) +
-                     " with groups = " + std::to_string(groups) + ")");
+    throw ShapeError(o + ": channels do not match: " + shapes() + " (C_in = " +
+                     std::to_string(C) + ", weight expects C_in / groups = " +
+                     std::to_string(W.size(1)) + " with groups = " + std::to_string(groups) + ")");
   if (b.defined() && (b.rank() != 1 || b.size(0) != C_out))
     throw ShapeError(o + ": bias must be (C_out) = (" + std::to_string(C_out) + ",), got shape " +
                      b.shape().str() + " for weight " + W.shape().str());
@@ -111,7 +113,7 @@ void check_conv(const char* op, int spatial, const Tensor& X, const Tensor& W, c
     const bool h = spatial == 2 && a == 2;
     const int64_t k = W.size(a), pad = h ? padding.h : padding.w, d = h ? dilation.h : dilation.w;
     if (d * (k - 1) + 1 > X.size(a) + 2 * pad)
-      throw ShapeError(o + ": kernel larger than the padded input: " + shapes + ", padding " +
+      throw ShapeError(o + ": kernel larger than the padded input: " + shapes() + ", padding " +
                        padding.str(spatial) + ", dilation " + dilation.str(spatial) +
                        " (a kernel of " + std::to_string(k) + " dilated to " +
                        std::to_string(d * (k - 1) + 1) + " over " +

@@ -28,47 +28,50 @@ namespace {
 void check_inputs(const Tensor& X, const Tensor& t, const CrossEntropyOptions& o) {
   detail::check_defined("cross_entropy", X, "logits");
   detail::check_defined("cross_entropy", t, "targets");
-  const std::string shapes = "logits " + X.shape().str() + ", targets " + t.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "logits " + X.shape().str() + ", targets " + t.shape().str();
+  };
   if (!is_floating(X.dtype()))
-    throw ValueError("cross_entropy: logits must be float32 or float64, got int64: " + shapes);
+    throw ValueError("cross_entropy: logits must be float32 or float64, got int64: " + shapes());
   if (t.dtype() != Dtype::i64)
     throw ValueError("cross_entropy: targets must be int64, got " +
-                     std::string(dtype_name(t.dtype())) + ": " + shapes);
+                     std::string(dtype_name(t.dtype())) + ": " + shapes());
   if (X.rank() < 1)
-    throw ShapeError("cross_entropy: logits need a class axis (the last), got " + shapes);
+    throw ShapeError("cross_entropy: logits need a class axis (the last), got " + shapes());
   if (t.rank() != X.rank() - 1)
     throw ShapeError("cross_entropy: targets must have the logits' shape without the class axis "
                      "(the last), so rank " + std::to_string(X.rank() - 1) + ", got rank " +
-                     std::to_string(t.rank()) + ": " + shapes);
+                     std::to_string(t.rank()) + ": " + shapes());
   for (int a = 0; a < t.rank(); ++a)
     if (t.size(a) != X.size(a))
       throw ShapeError("cross_entropy: targets must have the logits' shape without the class "
                        "axis (the last); axis " + std::to_string(a) + " differs, " +
                        std::to_string(X.size(a)) + " in the logits and " +
-                       std::to_string(t.size(a)) + " in the targets: " + shapes);
+                       std::to_string(t.size(a)) + " in the targets: " + shapes());
   const int64_t V = X.size(-1);
   if (o.weight.defined()) {
-    const std::string w = ", weight " + o.weight.shape().str();
+    const auto w = [&] { return ", weight " + o.weight.shape().str(); };
     if (o.weight.rank() != 1 || o.weight.size(0) != V)
       throw ShapeError("cross_entropy: weight must be (V,) = (" + std::to_string(V) +
-                       ",), one per class, got " + shapes + w);
+                       ",), one per class, got " + shapes() + w());
     if (o.weight.dtype() != X.dtype())
       throw ValueError("cross_entropy: weight must have the logits' dtype " +
                        std::string(dtype_name(X.dtype())) + ", got " +
-                       dtype_name(o.weight.dtype()) + ": " + shapes + w);
+                       dtype_name(o.weight.dtype()) + ": " + shapes() + w());
     if (o.weight.requires_grad() || detail::tangent_of(o.weight).defined())
       throw ValueError("cross_entropy: weight is a constant here (no gradient or tangent flows "
-                       "to it); pass weight.detach(): " + shapes + w);
+                       "to it); pass weight.detach(): " + shapes() + w());
   }
   if (!(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0))
     throw ValueError("cross_entropy: label_smoothing must be in [0, 1], got " +
-                     std::to_string(o.label_smoothing) + ": " + shapes);
+                     std::to_string(o.label_smoothing) + ": " + shapes());
   const int64_t* pt = t.data<int64_t>();
   for (int64_t n = 0; n < t.numel(); ++n)
     if (pt[n] != o.ignore_index && (pt[n] < 0 || pt[n] >= V))
       throw ValueError("cross_entropy: target " + std::to_string(pt[n]) + " at position " +
                        std::to_string(n) + " is outside [0, " + std::to_string(V) +
-                       ") and is not ignore_index " + std::to_string(o.ignore_index) + ": " + shapes);
+                       ") and is not ignore_index " + std::to_string(o.ignore_index) + ": " +
+                       shapes());
 }
 
 // The derivative's constants (C = a / W and s above), per row and per class, in double.

@@ -46,23 +46,27 @@ GruDims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const T
   detail::check_defined("gru_scan", gi, "gi");
   detail::check_defined("gru_scan", W, "w_hh");
   detail::check_defined("gru_scan", h0, "h0");
-  const std::string shapes = "gi " + gi.shape().str() + ", w_hh " + W.shape().str() +
-                             (b.defined() ? ", b_hh " + b.shape().str() : "") + ", h0 " +
-                             h0.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "gi " + gi.shape().str() + ", w_hh " + W.shape().str() +
+           (b.defined() ? ", b_hh " + b.shape().str() : "") + ", h0 " +
+           h0.shape().str();
+  };
   for (const Tensor* t : {&gi, &W, &b, &h0}) {
     if (!t->defined()) continue;
     if (!is_floating(t->dtype()))
       throw ValueError("gru_scan: needs float32 or float64 tensors, got " +
-                       std::string(dtype_name(t->dtype())) + " in " + shapes);
-    if (t->dtype() != gi.dtype()) throw ValueError("gru_scan: dtypes differ: " + shapes);
+                       std::string(dtype_name(t->dtype())) + " in " + shapes());
+    if (t->dtype() != gi.dtype()) throw ValueError("gru_scan: dtypes differ: " + shapes());
   }
-  const std::string want =
-      "gru_scan: needs gi (T, B, 3H), w_hh (3H, H), b_hh (3H,) or none, h0 (B, H); got " + shapes;
-  if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2) throw ShapeError(want);
+  const auto want = [&] {
+    return "gru_scan: needs gi (T, B, 3H), w_hh (3H, H), b_hh (3H,) or none, h0 (B, H); got " +
+           shapes();
+  };
+  if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2) throw ShapeError(want());
   const GruDims d{gi.size(0), gi.size(1), W.size(1)};
   if (W.size(0) != 3 * d.H || gi.size(2) != 3 * d.H || h0.shape() != Shape{d.B, d.H} ||
       (b.defined() && b.shape() != Shape{3 * d.H}))
-    throw ShapeError(want);
+    throw ShapeError(want());
   return d;
 }
 

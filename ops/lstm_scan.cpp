@@ -49,24 +49,28 @@ LstmDims check_inputs(const Tensor& gi, const Tensor& W, const Tensor& b, const 
   detail::check_defined("lstm_scan", W, "w_hh");
   detail::check_defined("lstm_scan", h0, "h0");
   detail::check_defined("lstm_scan", c0, "c0");
-  const std::string shapes = "gi " + gi.shape().str() + ", w_hh " + W.shape().str() +
-                             (b.defined() ? ", bias " + b.shape().str() : "") + ", h0 " +
-                             h0.shape().str() + ", c0 " + c0.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "gi " + gi.shape().str() + ", w_hh " + W.shape().str() +
+           (b.defined() ? ", bias " + b.shape().str() : "") + ", h0 " +
+           h0.shape().str() + ", c0 " + c0.shape().str();
+  };
   for (const Tensor* t : {&gi, &W, &b, &h0, &c0}) {
     if (!t->defined()) continue;
     if (!is_floating(t->dtype()))
       throw ValueError("lstm_scan: needs float32 or float64 tensors, got " +
-                       std::string(dtype_name(t->dtype())) + " in " + shapes);
-    if (t->dtype() != gi.dtype()) throw ValueError("lstm_scan: dtypes differ: " + shapes);
+                       std::string(dtype_name(t->dtype())) + " in " + shapes());
+    if (t->dtype() != gi.dtype()) throw ValueError("lstm_scan: dtypes differ: " + shapes());
   }
-  const std::string want = "lstm_scan: needs gi (T, B, 4H), w_hh (4H, H), bias (4H,) or none, "
-                           "h0 and c0 (B, H); got " + shapes;
-  if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2 || c0.rank() != 2) throw ShapeError(want);
+  const auto want = [&] {
+    return "lstm_scan: needs gi (T, B, 4H), w_hh (4H, H), bias (4H,) or none, h0 and c0 (B, H); "
+           "got " + shapes();
+  };
+  if (gi.rank() != 3 || W.rank() != 2 || h0.rank() != 2 || c0.rank() != 2) throw ShapeError(want());
   const LstmDims d{gi.size(0), gi.size(1), W.size(1)};
   const Shape state{d.B, d.H};
   if (W.size(0) != 4 * d.H || gi.size(2) != 4 * d.H || h0.shape() != state ||
       c0.shape() != state || (b.defined() && b.shape() != Shape{4 * d.H}))
-    throw ShapeError(want);
+    throw ShapeError(want());
   return d;
 }
 

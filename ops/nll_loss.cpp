@@ -25,41 +25,44 @@ namespace {
 void check_inputs(const Tensor& X, const Tensor& t, const NllLossOptions& o) {
   detail::check_defined("nll_loss", X, "logp");
   detail::check_defined("nll_loss", t, "target");
-  const std::string shapes = "logp " + X.shape().str() + ", target " + t.shape().str();
+  const auto shapes = [&] {  // the message's part, made only when thrown
+    return "logp " + X.shape().str() + ", target " + t.shape().str();
+  };
   if (!is_floating(X.dtype()))
     throw ValueError("nll_loss: logp must be float32 or float64, got " +
-                     std::string(dtype_name(X.dtype())) + ": " + shapes);
+                     std::string(dtype_name(X.dtype())) + ": " + shapes());
   if (t.dtype() != Dtype::i64)
     throw ValueError("nll_loss: target must be int64, got " + std::string(dtype_name(t.dtype())) +
-                     ": " + shapes);
-  if (X.rank() < 1) throw ShapeError("nll_loss: logp needs a class axis, got " + shapes);
+                     ": " + shapes());
+  if (X.rank() < 1) throw ShapeError("nll_loss: logp needs a class axis, got " + shapes());
   // The target is logp's shape without axis 1 (without axis 0 for a (C,) logp).
   std::vector<int64_t> want = X.shape().vec();
   want.erase(want.begin() + (X.rank() == 1 ? 0 : 1));
   if (!(t.shape() == Shape(want)))
     throw ShapeError("nll_loss: target must have logp's shape without the class axis (axis " +
                      std::string(X.rank() == 1 ? "0" : "1") + "), so " + Shape(want).str() +
-                     ", got " + shapes);
+                     ", got " + shapes());
   const int64_t C = X.size(X.rank() == 1 ? 0 : 1);
   if (o.weight.defined()) {
-    const std::string w = ", weight " + o.weight.shape().str();
+    const auto w = [&] { return ", weight " + o.weight.shape().str(); };
     if (!(o.weight.shape() == Shape{C}))
       throw ShapeError("nll_loss: weight must be (C,) = (" + std::to_string(C) +
-                       ",), one per class, got " + shapes + w);
+                       ",), one per class, got " + shapes() + w());
     if (o.weight.dtype() != X.dtype())
       throw ValueError("nll_loss: weight must have logp's dtype " +
                        std::string(dtype_name(X.dtype())) + ", got " +
-                       dtype_name(o.weight.dtype()) + ": " + shapes + w);
+                       dtype_name(o.weight.dtype()) + ": " + shapes() + w());
     if (o.weight.requires_grad() || detail::tangent_of(o.weight).defined())
       throw ValueError("nll_loss: weight is a constant here (no gradient or tangent flows to "
-                       "it); pass weight.detach(): " + shapes + w);
+                       "it); pass weight.detach(): " + shapes() + w());
   }
   const int64_t* pt = t.data<int64_t>();
   for (int64_t i = 0; i < t.numel(); ++i)
     if (pt[i] != o.ignore_index && (pt[i] < 0 || pt[i] >= C))
       throw ValueError("nll_loss: target " + std::to_string(pt[i]) + " at position " +
                        std::to_string(i) + " is outside [0, " + std::to_string(C) +
-                       ") and is not ignore_index " + std::to_string(o.ignore_index) + ": " + shapes);
+                       ") and is not ignore_index " + std::to_string(o.ignore_index) + ": " +
+                       shapes());
 }
 
 }  // namespace

@@ -34,20 +34,20 @@ void check_pool(const char* op, int spatial, const Tensor& X, Int2 kernel, Int2 
   if (X.rank() != spatial + 2)
     throw ShapeError(o + ": input must be " + (spatial == 1 ? "(N, C, L)" : "(N, C, H, W)") +
                      ", got shape " + X.shape().str());
-  const std::string at = " for input " + X.shape().str();
+  const auto at = [&] { return " for input " + X.shape().str(); };  // made only when thrown
   if (kernel.h < 1 || kernel.w < 1)
-    throw ValueError(o + ": kernel must be at least 1, got " + kernel.str(spatial) + at);
+    throw ValueError(o + ": kernel must be at least 1, got " + kernel.str(spatial) + at());
   if (stride.h < 1 || stride.w < 1)
-    throw ValueError(o + ": stride must be at least 1, got " + stride.str(spatial) + at);
+    throw ValueError(o + ": stride must be at least 1, got " + stride.str(spatial) + at());
   if (padding.h < 0 || padding.w < 0)
-    throw ValueError(o + ": padding must be non-negative, got " + padding.str(spatial) + at);
+    throw ValueError(o + ": padding must be non-negative, got " + padding.str(spatial) + at());
   if (2 * padding.h > kernel.h || 2 * padding.w > kernel.w)
     throw ValueError(o + ": padding must be at most half the kernel, got padding " +
-                     padding.str(spatial) + " for kernel " + kernel.str(spatial) + at);
+                     padding.str(spatial) + " for kernel " + kernel.str(spatial) + at());
   const int64_t H = spatial == 1 ? 1 : X.size(2), W = X.size(-1);
   if (kernel.h > H + 2 * padding.h || kernel.w > W + 2 * padding.w)
     throw ShapeError(o + ": kernel " + kernel.str(spatial) +
-                     " is larger than the padded input" + at + " with padding " +
+                     " is larger than the padded input" + at() + " with padding " +
                      padding.str(spatial));
 }
 

@@ -1,6 +1,6 @@
 // The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
-// linear, log_softmax): forward values against plain loops in double, kernel and formula agreeing on
-// every registry case, float32 accumulation, and a table of bad inputs.
+// linear, log_softmax): forward values against plain loops in double, kernel and formula
+// agreeing on every registry case, float32 accumulation, and a table of bad inputs.
 
 #include <gtest/gtest.h>
 
