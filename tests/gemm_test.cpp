@@ -15,6 +15,7 @@
 
 #include <tapegrad/ops/gemm.h>
 #include <tapegrad/ops/threads.h>
+#include "test_util.h"
 
 namespace {
 
@@ -143,25 +144,6 @@ void check_all(bool panel_directly) {
   }
 }
 
-// Turns the thread count's adaptation off, so that a team of two runs even on a busy machine.
-class Team {
- public:
-  explicit Team(int n) : saved_(tg::num_threads()), adapt_(tg::thread_adaptation()) {
-    tg::set_thread_adaptation(false);
-    tg::set_num_threads(n);
-  }
-  ~Team() {
-    tg::set_num_threads(saved_);
-    tg::set_thread_adaptation(adapt_);
-  }
-  Team(const Team&) = delete;
-  Team& operator=(const Team&) = delete;
-
- private:
-  int saved_;
-  bool adapt_;
-};
-
 TEST(Gemm, EveryLayoutAndEdgeAgreesWithLongDoubleFloat) { check_all<float>(false); }
 TEST(Gemm, EveryLayoutAndEdgeAgreesWithLongDoubleDouble) { check_all<double>(false); }
 TEST(PanelGemm, EveryLayoutAndEdgeAgreesWithLongDoubleFloat) { check_all<float>(true); }
@@ -187,11 +169,11 @@ TEST(PanelGemm, SameBitsFromOneThreadAndTwo) {
     const Operands<float> start(c, 11, 0.0f);
     Operands<float> one = start, two = start;
     {
-      Team team(1);
+      tg::test::ThreadCount team(1);
       tg::detail::gemm<float>(one.A(), one.B(), one.Y());
     }
     {
-      Team team(2);
+      tg::test::ThreadCount team(2);
       tg::detail::gemm<float>(two.A(), two.B(), two.Y());
     }
     EXPECT_EQ(one.y, two.y) << name(c);

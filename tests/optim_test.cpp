@@ -350,11 +350,8 @@ TEST(ClipGradNorm, NonFiniteNormIsReturnedAndNothingScaled) {
 // one group of 64 blocks, at one thread and two: small integers, so every sum is exact and the
 // norm is sqrt of a known integer; every entry, the first and last blocks' too, is scaled.
 TEST(ClipGradNorm, LongGradientsByBlocksAtAnyThreadCount) {
-  const int saved = num_threads();
-  const bool adapt = thread_adaptation();
-  set_thread_adaptation(false);
   for (const int threads : {1, 2}) {
-    set_num_threads(threads);
+    const tg::test::ThreadCount team(threads);
     // 3 blocks and a short one; 67 blocks and a short one (more than one group of 64)
     for (const int64_t n : {3 * (int64_t{1} << 15) + 1001, 67 * (int64_t{1} << 15) + 1001}) {
       for (const Dtype dtype : {Dtype::f64, Dtype::f32}) {
@@ -384,8 +381,6 @@ TEST(ClipGradNorm, LongGradientsByBlocksAtAnyThreadCount) {
       }
     }
   }
-  set_num_threads(saved);
-  set_thread_adaptation(adapt);
 }
 
 // A gradient sharing its buffer with another tensor (as a view's gradient can share the

@@ -19,10 +19,32 @@
 
 #include <tapegrad/autograd/sanitizers.h>  // TG_ASAN
 #include <tapegrad/autograd/tensor.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg::test {
 
 namespace fs = std::filesystem;
+
+/// The thread count set for a scope, and the count and its adaptation to a busy machine put
+/// back after it. Adaptation is off meanwhile, so that a team of two runs even where the other
+/// core is busy (a test comparing thread counts must get the count it asked for).
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n = num_threads()) : saved_(num_threads()), adapt_(thread_adaptation()) {
+    set_thread_adaptation(false);
+    set_num_threads(n);
+  }
+  ~ThreadCount() {
+    set_num_threads(saved_);
+    set_thread_adaptation(adapt_);
+  }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int saved_;
+  bool adapt_;
+};
 
 /// A fresh folder under the system temp folder, removed with its contents afterwards.
 class TempDir {

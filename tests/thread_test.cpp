@@ -28,6 +28,7 @@
 #include <tapegrad/nn/attention.h>
 #include <tapegrad/ops/ops.h>
 #include <tapegrad/optim/optim.h>
+#include "test_util.h"
 
 namespace tg {
 namespace {
@@ -143,25 +144,6 @@ void run_threads(const std::function<void(int)>& fn) {
     });
   for (std::thread& th : threads) th.join();
 }
-
-// Turns the thread count's adaptation off, so the teams asked for run even while other test
-// processes keep the cores busy; restores both on scope exit.
-class NumThreadsGuard {
- public:
-  NumThreadsGuard() : saved_(num_threads()), adapt_(thread_adaptation()) {
-    set_thread_adaptation(false);
-  }
-  ~NumThreadsGuard() {
-    set_num_threads(saved_);
-    set_thread_adaptation(adapt_);
-  }
-  NumThreadsGuard(const NumThreadsGuard&) = delete;
-  NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
-
- private:
-  int saved_;
-  bool adapt_;
-};
 
 // ---- tests -----------------------------------------------------------------------------------
 
@@ -435,7 +417,7 @@ Values mlp_run(Dtype dtype) {
 }
 
 TEST(Threads, ResultsIdenticalForAnyThreadCount) {
-  NumThreadsGuard restore;
+  tg::test::ThreadCount restore;
   struct Case {
     const char* name;
     std::function<Values()> run;
@@ -464,7 +446,7 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
 
 TEST(Threads, FusedAttentionFromSeveralThreadsAtOnce) {
   // Each thread's fused op starts its own OpenMP team (2 threads) while the others run theirs.
-  NumThreadsGuard restore;
+  tg::test::ThreadCount restore;
   set_num_threads(2);
   const Values reference = fused_attention_run(2, 4, 70);
   std::vector<int> ok(kThreads, 0);
