@@ -40,10 +40,17 @@ void check_linear(const Tensor& X, const Tensor& W, const Tensor& b) {
     refuse("bias must be (out) with out = weight's rows");
 }
 
+// The rows of X (..., in): the product of its leading sizes (X may be empty with rows, in = 0).
+int64_t rows_of(const Tensor& X) {
+  int64_t rows = 1;
+  for (int i = 0; i < X.rank() - 1; ++i) rows *= X.size(i);
+  return rows;
+}
+
 // Y (rows, out) = X W^T + b, for checked inputs of rank >= 2.
 template <class T>
 void forward_kernel(const Tensor& X, const Tensor& W, const Tensor& b, Tensor& Y) {
-  const int64_t in = W.size(1), out = W.size(0), rows = X.numel() / std::max<int64_t>(in, 1);
+  const int64_t in = W.size(1), out = W.size(0), rows = rows_of(X);
   T* y = Y.data<T>();
   if (Y.numel() == 0) return;
   const auto x_view = view(X.data<T>(), rows, in);
@@ -58,7 +65,7 @@ void forward_kernel(const Tensor& X, const Tensor& W, const Tensor& b, Tensor& Y
 
 // The formula's gradients without recording: two products and dY's column sums.
 Grads backward_kernel(const Tensor& X, const Tensor& W, const Tensor& b, const Tensor& dY) {
-  const int64_t in = W.size(1), out = W.size(0), rows = dY.numel() / std::max<int64_t>(out, 1);
+  const int64_t in = W.size(1), out = W.size(0), rows = rows_of(X);
   Tensor dX, dW, db;
   if (X.requires_grad()) dX = Tensor(X.shape(), X.dtype());
   if (W.requires_grad()) dW = Tensor(W.shape(), W.dtype());
@@ -97,9 +104,10 @@ Tensor linear_checked(const Tensor& X, const Tensor& W, const Tensor& b,
       .formula([X, W, b, where](const Tensor& dY) -> Grads {
         Tensor dX, dW, db;
         if (X.requires_grad()) dX = matmul(dY, W, false, false, where);  // (..., in)
-        if (W.requires_grad()) {
-          const Tensor dY2 = reshape(dY, {-1, W.size(0)}, where);
-          dW = matmul(dY2, reshape(X, {-1, W.size(1)}, where), true, false, where);
+        if (W.requires_grad()) {  // over every row (sizes given: a -1 cannot stand beside a 0)
+          const int64_t rows = rows_of(X);
+          const Tensor dY2 = reshape(dY, {rows, W.size(0)}, where);
+          dW = matmul(dY2, reshape(X, {rows, W.size(1)}, where), true, false, where);
         }
         if (b.defined() && b.requires_grad()) db = sum_to(dY, b.shape(), where);
         return {dX, dW, db};

@@ -205,15 +205,16 @@ int64_t linear_misses(const Tensor& x, const Tensor& w, const std::vector<double
   return misses;
 }
 
-// linear in float32 at sizes that take each of gemm's routes (the panel kernel accumulating into
-// the bias where the CPU has AVX-512, BLIS with beta 1, Eigen's small product, the tiny
-// product, a single row), with and without a bias, values and gradients.
+// linear in float32 at sizes that take each of gemm's routes (the panel kernel starting its sums
+// from the bias where the CPU has AVX-512: one inner block, several (an inner size over 256, the
+// bias only the first's start), columns past the last whole panel; BLIS with beta 1, Eigen's small
+// product, the tiny product, a single row), with and without a bias, values and gradients.
 TEST(TrainingOps, LinearMatchesLoopsOnEveryProductRoute) {
   struct Case {
     int64_t rows, in, out;
   };
-  for (const Case c : {Case{768, 128, 384}, Case{64, 70, 600}, Case{40, 30, 20}, Case{2, 3, 4},
-                       Case{1, 200, 300}}) {
+  for (const Case c : {Case{768, 128, 384}, Case{64, 300, 100}, Case{768, 600, 200},
+                       Case{64, 70, 600}, Case{40, 30, 20}, Case{2, 3, 4}, Case{1, 200, 300}}) {
     for (const bool with_bias : {true, false}) {
       SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + " -> " +
                    std::to_string(c.out) + (with_bias ? ", bias" : ", no bias"));
@@ -228,6 +229,41 @@ TEST(TrainingOps, LinearMatchesLoopsOnEveryProductRoute) {
       const auto B = with_bias ? b.to_vector() : std::vector<double>(c.out, 0.0);
       EXPECT_EQ(linear_misses(x, w, B, r, y, x.grad(), w.grad(), with_bias ? b.grad() : Tensor()),
                 0);
+    }
+  }
+}
+
+// Empty sizes, as PyTorch: no inputs (in = 0) give the bias on every row, no outputs (out = 0) an
+// empty Y and zero gradients; no rows give zero dW and db. Both the kernels and the formulas
+// (create_graph) run.
+TEST(TrainingOps, LinearOfEmptySizes) {
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (const bool create_graph : {false, true}) {
+    for (const Case c : {Case{4, 0, 5}, Case{3, 2, 0}, Case{0, 3, 2}}) {
+      SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + " -> " +
+                   std::to_string(c.out) + (create_graph ? ", create_graph" : ""));
+      tg::Rng rng(7);
+      Tensor x = tg::randn({c.rows, c.in}, rng).set_requires_grad();
+      Tensor w = tg::randn({c.out, c.in}, rng).set_requires_grad();
+      Tensor b = tg::randn({c.out}, rng).set_requires_grad();
+      const Tensor y = tg::linear(x, w, b);
+      ASSERT_EQ(y.shape(), (Shape{c.rows, c.out}));
+      const auto Y = y.to_vector(), B = b.to_vector();
+      if (c.in == 0)  // the other cases' Y is empty
+        for (int64_t i = 0; i < c.rows; ++i)
+          for (int64_t o = 0; o < c.out; ++o) EXPECT_EQ(Y[i * c.out + o], B[o]);
+      const Tensor r = tg::randn({c.rows, c.out}, rng);
+      tg::sum(tg::mul(y, r)).backward({}, false, create_graph);
+      for (const double v : x.grad().to_vector()) EXPECT_EQ(v, 0.0);  // out = 0 (else empty)
+      for (const double v : w.grad().to_vector()) EXPECT_EQ(v, 0.0);  // rows = 0 (else empty)
+      const auto R = r.to_vector(), db = b.grad().to_vector();
+      for (int64_t o = 0; o < c.out; ++o) {
+        double want = 0;
+        for (int64_t i = 0; i < c.rows; ++i) want += R[i * c.out + o];
+        EXPECT_NEAR(db[o], want, 1e-12);
+      }
     }
   }
 }
