@@ -1,12 +1,16 @@
 // Which kernels BLIS runs: never its generic C ones on a CPU whose features allow better (Debian
-// 12's BLIS 0.9 does not know AMD's Zen 5 and fell back to them, 8x slower), the user's
+// 12's BLIS 0.9 does not know AMD's Zen 5 and fell back to them, 8x slower), its AVX-512 ones on
+// an Intel CPU with AVX-512 (BLIS 0.9 ran its AVX2 ones on models later than it), the user's
 // BLIS_ARCH_TYPE obeyed, and the environment left as it was. ctest runs each test in a process
 // of its own, so each sees BLIS start.
 
 #include <gtest/gtest.h>
 
+#include <cpuid.h>
+
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <tapegrad/ops/gemm.h>
@@ -32,6 +36,29 @@ TEST(BlasKernels, NeverGenericOnACpuWithAvx2AndFma) {
   EXPECT_NE(kernels, "generic");
   EXPECT_NE(kernels, "");
   // BLIS_ARCH_TYPE, if tapegrad set it while BLIS started, is gone again
+  EXPECT_EQ(std::getenv("BLIS_ARCH_TYPE"), nullptr);
+}
+
+bool intel_cpu_with_avx512() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4), std::memcpy(vendor + 4, &edx, 4), std::memcpy(vendor + 8, &ecx, 4);
+  __builtin_cpu_init();
+  return std::strcmp(vendor, "GenuineIntel") == 0 && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+TEST(BlasKernels, AnIntelCpuWithAvx512RunsTheAvx512Kernels) {
+  if (!tg::detail::have_blas()) GTEST_SKIP() << "built without BLIS (TAPEGRAD_BLAS=OFF)";
+  if (std::getenv("BLIS_ARCH_TYPE") != nullptr) GTEST_SKIP() << "BLIS_ARCH_TYPE is set";
+  if (!intel_cpu_with_avx512()) GTEST_SKIP() << "not an Intel CPU with AVX-512 F, DQ, BW and VL";
+  EXPECT_EQ(tg::detail::blas_kernels(), "skx");
   EXPECT_EQ(std::getenv("BLIS_ARCH_TYPE"), nullptr);
 }
 
