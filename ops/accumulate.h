@@ -44,18 +44,19 @@ Accum<T> accumulate(const T* x, int64_t n, bool square = false) {
   }
 }
 
-/// y[c] = scale * sum_r x[r * cols + c]: the column sums of a row-major (rows, cols) block,
-/// accumulated (and scaled) in Accum<T>.
+/// y[c] = scale * sum_r x[r * ld + c], c < cols: the column sums of a row-major (rows, cols)
+/// block whose rows are ld apart, each summed in row order (so a caller may split the columns
+/// among threads and get the same bits), accumulated (and scaled) in Accum<T>.
 template <class T>
-void sum_rows(const T* x, int64_t rows, int64_t cols, T* y, Accum<T> scale = 1) {
-  if (cols == 1) {
+void sum_rows_ld(const T* x, int64_t rows, int64_t cols, int64_t ld, T* y, Accum<T> scale = 1) {
+  if (cols == 1 && ld == 1) {
     y[0] = static_cast<T>(scale * accumulate(x, rows));
     return;
   }
   if constexpr (std::is_same_v<T, Accum<T>>) {
     auto acc = MapArr<T>(y, cols);
     acc.setZero();
-    for (int64_t r = 0; r < rows; ++r) acc += CMapArr<T>(x + r * cols, cols);
+    for (int64_t r = 0; r < rows; ++r) acc += CMapArr<T>(x + r * ld, cols);
     if (scale != 1) acc *= scale;
   } else {  // kColumns columns at a time, so the accumulator lives on the stack
     constexpr int64_t kColumns = 1024;
@@ -64,12 +65,19 @@ void sum_rows(const T* x, int64_t rows, int64_t cols, T* y, Accum<T> scale = 1) 
       const int64_t m = std::min(kColumns, cols - c);
       std::fill(acc, acc + m, Accum<T>(0));
       for (int64_t r = 0; r < rows; ++r) {  // vectorised by the compiler; Eigen 3.4's cast is not
-        const T* row = x + r * cols + c;
+        const T* row = x + r * ld + c;
         for (int64_t j = 0; j < m; ++j) acc[j] += row[j];
       }
       for (int64_t j = 0; j < m; ++j) y[c + j] = static_cast<T>(scale * acc[j]);
     }
   }
+}
+
+/// y[c] = scale * sum_r x[r * cols + c]: the column sums of a row-major (rows, cols) block,
+/// accumulated (and scaled) in Accum<T>.
+template <class T>
+void sum_rows(const T* x, int64_t rows, int64_t cols, T* y, Accum<T> scale = 1) {
+  sum_rows_ld(x, rows, cols, cols, y, scale);
 }
 
 /// A reduction along one axis: X seen as (outer, n, inner), the output's shape, and the shape

@@ -343,7 +343,7 @@ void gemm_bias(const MatrixView<const T>& a, const MatrixView<const T>& b, const
     panel_gemm(a, b, y, false, bias);
     return;
   }
-  for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, y.data + i * y.ld);
+  fill_rows(y, 0, N, bias);
   gemm(a, b, y, T(1), T(1));
 }
 

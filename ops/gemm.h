@@ -8,6 +8,7 @@
 // stay in Eigen, and tiny ones are plain loops with no setup cost at all. With AVX-512, where
 // BLIS has no small-matrix kernels, the sizes a model's layers make go to panel_gemm (below).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -75,6 +76,19 @@ void gemm_bias(const MatrixView<const T>& A, const MatrixView<const T>& B, const
 template <class T>
 void panel_gemm(const MatrixView<const T>& A, const MatrixView<const T>& B, const MatrixView<T>& Y,
                 bool accumulate, const T* bias = nullptr);
+
+/// Every row of Y's columns [j0, j1) set to bias[j0, j1), or to zeros without a bias: the start
+/// of a product's sums that does not begin in its kernel.
+template <class T>
+inline void fill_rows(const MatrixView<T>& Y, int64_t j0, int64_t j1, const T* bias) {
+  for (int64_t i = 0; i < Y.rows; ++i) {
+    T* row = Y.data + i * Y.ld;
+    if (bias)
+      std::copy(bias + j0, bias + j1, row + j0);
+    else
+      std::fill(row + j0, row + j1, T(0));
+  }
+}
 
 /// a b + c exactly as the tiny products compute each step (one rounding where the CPU has FMA),
 /// for sums that must agree with them to the last bit.

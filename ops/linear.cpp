@@ -17,6 +17,7 @@
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sum_to.h>
 #include <tapegrad/ops/tangent.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -86,7 +87,20 @@ Grads backward_kernel(const Tensor& X, const Tensor& W, const Tensor& b, const T
         detail::gemm<T>(view(dy, rows, out).t(), view(X.data<T>(), rows, in),
                         view(dW.data<T>(), out, in));
     }
-    if (db.defined() && out > 0) detail::sum_rows<T>(dy, rows, out, db.data<T>());
+    if (db.defined() && out > 0) {
+      // dY's column sums, blocks of columns shared by the team: each column is summed in row
+      // order on whichever thread, so db has the same bits on any thread count.
+      constexpr int64_t kColumns = 64;
+      T* pdb = db.data<T>();
+      const int64_t blocks = (out + kColumns - 1) / kColumns;
+      detail::for_parts(
+          blocks,
+          [&](int64_t begin, int64_t end) {
+            const int64_t c0 = begin * kColumns, c1 = std::min(out, end * kColumns);
+            detail::sum_rows_ld<T>(dy + c0, rows, c1 - c0, out, pdb + c0);
+          },
+          rows * out < detail::kPassParallelFrom ? blocks + 1 : 2);
+    }
   });
   return {dX, dW, db};
 }

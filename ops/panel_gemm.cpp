@@ -93,13 +93,7 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
     }
   };
   if (whole > 0 && K == 0 && !accumulate) {  // an empty sum: the bias, or zeros
-    for (int64_t i = 0; i < M; ++i) {
-      T* row = y_data + i * ldy;
-      if (bias)
-        std::copy(bias, bias + whole, row);
-      else
-        std::fill(row, row + whole, T(0));
-    }
+    fill_rows(y, 0, whole, bias);
   } else if (whole > 0) {
     int64_t block_rows = kBlockRows;
     if (team > 1)
@@ -119,8 +113,7 @@ void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, cons
     const MatrixView<const T> rest =
         b.transposed ? MatrixView<const T>(b.data + whole * b.ld, N - whole, K, b.ld, true)
                      : MatrixView<const T>(b.data + whole, K, N - whole, b.ld);
-    if (bias)
-      for (int64_t i = 0; i < M; ++i) std::copy(bias + whole, bias + N, y_data + i * ldy + whole);
+    if (bias) fill_rows(y, whole, N, bias);
     gemm<T>(a, rest, view(y_data + whole, M, N - whole, ldy), T(1),
             accumulate || bias ? T(1) : T(0));
   }
