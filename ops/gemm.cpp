@@ -222,14 +222,21 @@ template <class T>
 // then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x, 1024^3 0.83x,
 // 50304 0.23x). In double the kernel's panels are 16 wide and the gains smaller (1.04x-1.35x at
 // 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above).
+// Nor from 512 rows where A is transposed or the inner size passes 1024: the kernel reads op(A)
+// in place, down A's columns when it is transposed, and BLIS's packed path wins there (float,
+// one thread, Intel Xeon model 167, panel_gemm against BLIS skx, x 256 columns: A transposed
+// 512 x 768 111 against 127 GFLOP/s, 1024 x 2048 (an LSTM's dW) 76 against 109; A as it is,
+// 1024 x 2048 123 against 137; at 256 rows they are even, and with fewer rows the kernel wins).
 template <class T>
-bool panel_route(const MatrixView<const T>& b, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
+                 int64_t K, T alpha, T beta) {
   if constexpr (PanelKernel<T>::kRows < 8) {
     return false;
   } else {
     if (alpha != T(1) || (beta != T(0) && beta != T(1))) return false;
     if (M * N * K <= kTiny || M < 8 || N < PanelKernel<T>::kPanel) return false;
     if (sizeof(T) == 4 ? N > 512 : (N > 128 || M > 768 || K > 512)) return false;
+    if (M >= 512 && (a.transposed || K > 1024)) return false;
     // B's rows read in place must not be a multiple of 4 KiB apart (they would share L1's sets).
     if (!b.transposed && b.ld * int64_t(sizeof(T)) % 4096 == 0) return false;
 #ifdef TAPEGRAD_HAVE_BLAS
@@ -247,7 +254,7 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
           T alpha, T beta) {
   const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   if (M == 0 || N == 0) return;
-  if (panel_route(b, M, N, K, alpha, beta)) {
+  if (panel_route(a, b, M, N, K, alpha, beta)) {
     panel_gemm(a, b, y, beta == T(1));
     return;
   }
@@ -339,7 +346,7 @@ void gemm_bias(const MatrixView<const T>& a, const MatrixView<const T>& b, const
                const T* bias) {
   const int64_t M = a.op_rows(), N = b.op_cols(), K = a.op_cols();
   if (M == 0 || N == 0) return;
-  if (panel_route(b, M, N, K, T(1), T(0))) {
+  if (panel_route(a, b, M, N, K, T(1), T(0))) {
     panel_gemm(a, b, y, false, bias);
     return;
   }
