@@ -45,8 +45,9 @@ Accum<T> accumulate(const T* x, int64_t n, bool square = false) {
 }
 
 /// y[c] = scale * sum_r x[r * ld + c], c < cols: the column sums of a row-major (rows, cols)
-/// block whose rows are ld apart, each summed in row order (so a caller may split the columns
-/// among threads and get the same bits), accumulated (and scaled) in Accum<T>.
+/// block whose rows are ld apart, accumulated (and scaled) in Accum<T>. A column's sum depends on
+/// that column alone, so a caller may split the columns among threads and get the same bits: in
+/// row order, or by accumulate() for a single contiguous column (cols = ld = 1).
 template <class T>
 void sum_rows_ld(const T* x, int64_t rows, int64_t cols, int64_t ld, T* y, Accum<T> scale = 1) {
   if (cols == 1 && ld == 1) {

@@ -57,7 +57,9 @@ void eigen_product(const OA& A, const OB& B, Map<T>& Y, T alpha, T beta) {
 // two 512-bit FMA units (a table of its time), and its AVX2 kernels on every other: on an Intel
 // Xeon of model 167 (AMX, AVX-512 FP16: later than the table) that halved the rate, 96 GFLOP/s at
 // one thread against 149 with skx (1024^3, float), and the GPT step took 65.5 ms against 48.
-// (Where a CPU has one 512-bit FMA unit, the two kernels' peaks are the same, 32 flops a cycle.)
+// (Where a CPU has one 512-bit FMA unit, the two kernels' peaks are the same in flops a cycle, and
+// the AVX-512 clock may be lower: not measured, no such CPU here. A BLIS built without its skx
+// kernels would not start with them; Debian's x86-64 BLIS has them.)
 // A BLIS of 1.0 or later, or a BLIS_ARCH_TYPE the user set, is left to choose. (BLIS reads
 // BLIS_ARCH_TYPE only while it starts, and 0.9 exports no other way to name the kernels; the
 // variable is removed again afterwards, so that programs this one starts choose for themselves.)
@@ -222,11 +224,13 @@ template <class T>
 // then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x, 1024^3 0.83x,
 // 50304 0.23x). In double the kernel's panels are 16 wide and the gains smaller (1.04x-1.35x at
 // 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above).
-// Nor from 512 rows where A is transposed or the inner size passes 1024: the kernel reads op(A)
-// in place, down A's columns when it is transposed, and BLIS's packed path wins there (float,
-// one thread, Intel Xeon model 167, panel_gemm against BLIS skx, x 256 columns: A transposed
-// 512 x 768 111 against 127 GFLOP/s, 1024 x 2048 (an LSTM's dW) 76 against 109; A as it is,
-// 1024 x 2048 123 against 137; at 256 rows they are even, and with fewer rows the kernel wins).
+// Nor, in float, the products BLIS's packed path wins on an Intel Xeon of model 167 (the bounds
+// are that CPU's; panel_gemm against BLIS skx, one thread, x 256 columns): A transposed from 1024
+// rows with an inner size from 256, where the kernel reads op(A) in place down A's columns (1024 x
+// 768 94 against 127 GFLOP/s; 1024 x 2048, an LSTM's dW, 76 against 109), and an inner size past
+// 1024 from 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At
+// 512 rows with A transposed BLIS led by 6-19% at 256 columns, but the GPT's dW at 128 columns was
+// even here and the kernel's on the Zen 5 (above), so those stay.
 template <class T>
 bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
                  int64_t K, T alpha, T beta) {
@@ -236,7 +240,7 @@ bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int
     if (alpha != T(1) || (beta != T(0) && beta != T(1))) return false;
     if (M * N * K <= kTiny || M < 8 || N < PanelKernel<T>::kPanel) return false;
     if (sizeof(T) == 4 ? N > 512 : (N > 128 || M > 768 || K > 512)) return false;
-    if (M >= 512 && (a.transposed || K > 1024)) return false;
+    if ((a.transposed && M >= 1024 && K >= 256) || (M >= 512 && K > 1024)) return false;
     // B's rows read in place must not be a multiple of 4 KiB apart (they would share L1's sets).
     if (!b.transposed && b.ld * int64_t(sizeof(T)) % 4096 == 0) return false;
 #ifdef TAPEGRAD_HAVE_BLAS
@@ -376,6 +380,14 @@ std::string blas_kernels() {
 #ifdef TAPEGRAD_HAVE_BLAS
   ensure_blis_started();
   return bli_arch_string(bli_arch_query_id());
+#else
+  return "";
+#endif
+}
+
+std::string blas_version() {
+#ifdef TAPEGRAD_HAVE_BLAS
+  return bli_info_get_version_str();
 #else
   return "";
 #endif

@@ -108,4 +108,7 @@ bool have_blas();
 /// C), or "" without BLIS. Starts BLIS if it has not started.
 std::string blas_kernels();
 
+/// BLIS's version ("0.9.0"), or "" without BLIS.
+std::string blas_version();
+
 }  // namespace tg::detail

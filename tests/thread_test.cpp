@@ -416,14 +416,14 @@ Values mlp_run(Dtype dtype) {
   return out;
 }
 
-// linear (F.linear) over 700 rows into 200 columns: dY's column sums for db, 140,000 entries,
-// shared by the team in blocks of 64 columns (the last one 8 wide).
-Values linear_run(Dtype dtype) {
+// linear (F.linear) over 700 rows into `cols` columns: dY's column sums for db, shared by the
+// team in blocks of 64 columns (with 200, the last one 8 wide; with 129, one).
+Values linear_run(Dtype dtype, int64_t cols) {
   Rng rng(83);
   const Tensor x = randn({700, 128}, rng, dtype).set_requires_grad();
-  const Tensor w = randn({200, 128}, rng, dtype, 0.1).set_requires_grad();
-  const Tensor b = randn({200}, rng, dtype).set_requires_grad();
-  const Tensor m = randn({700, 200}, rng, dtype);
+  const Tensor w = randn({cols, 128}, rng, dtype, 0.1).set_requires_grad();
+  const Tensor b = randn({cols}, rng, dtype).set_requires_grad();
+  const Tensor m = randn({700, cols}, rng, dtype);
   const Tensor y = linear(x, w, b);
   sum(mul(y, m)).backward();
   Values out;
@@ -433,31 +433,33 @@ Values linear_run(Dtype dtype) {
 
 TEST(Threads, LinearBiasGradientOnTwoThreadsIsTheColumnSums) {
   // With dY = m, db is m's column sums: in float, summed in double in row order and rounded once,
-  // as a plain loop does here; the team's blocks of columns must give exactly that.
+  // as a plain loop does here; the team's blocks of columns must give exactly that. 129 columns
+  // leave a last block one column wide (a column strided through dY).
   tg::test::ThreadCount two(2);
-  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    Rng rng(89);
-    const Tensor x = randn({700, 128}, rng, dtype);
-    const Tensor w = randn({200, 128}, rng, dtype, 0.1);
-    const Tensor b = randn({200}, rng, dtype).set_requires_grad();
-    const Tensor m = randn({700, 200}, rng, dtype);
-    sum(mul(linear(x, w, b), m)).backward();
-    const Tensor db = b.grad().to(Dtype::f64);
-    const Tensor m64 = m.to(Dtype::f64);
-    const double* pm = m64.data<double>();
-    int64_t mismatches = 0, off_by_a_row = 0;
-    for (int64_t c = 0; c < 200; ++c) {
-      double s = 0;
-      for (int64_t r = 0; r < 700; ++r) s += pm[r * 200 + c];
-      const double expected = dtype == Dtype::f32 ? double(float(s)) : s;
-      if (db.at({c}) != expected) ++mismatches;
-      // a negative control: the sum without its last row is not what db holds
-      const double short_sum = s - pm[699 * 200 + c];
-      if (db.at({c}) != (dtype == Dtype::f32 ? double(float(short_sum)) : short_sum)) ++off_by_a_row;
+  for (const int64_t out : {200, 129}) {
+    for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(out) + " columns");
+      Rng rng(89);
+      const Tensor x = randn({700, 128}, rng, dtype);
+      const Tensor w = randn({out, 128}, rng, dtype, 0.1);
+      const Tensor b = randn({out}, rng, dtype).set_requires_grad();
+      const Tensor m = randn({700, out}, rng, dtype);
+      sum(mul(linear(x, w, b), m)).backward();
+      const Tensor db = b.grad().to(Dtype::f64);
+      const Tensor m64 = m.to(Dtype::f64);
+      const double* pm = m64.data<double>();
+      const auto rounded = [&](double s) { return dtype == Dtype::f32 ? double(float(s)) : s; };
+      int64_t mismatches = 0, off_by_a_row = 0;
+      for (int64_t c = 0; c < out; ++c) {
+        double s = 0;
+        for (int64_t r = 0; r < 700; ++r) s += pm[r * out + c];
+        if (db.at({c}) != rounded(s)) ++mismatches;
+        // a negative control: the sum without its last row is not what db holds
+        if (db.at({c}) != rounded(s - pm[699 * out + c])) ++off_by_a_row;
+      }
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(off_by_a_row, out);
     }
-    EXPECT_EQ(mismatches, 0);
-    EXPECT_EQ(off_by_a_row, 200);
   }
 }
 
@@ -475,8 +477,9 @@ TEST(Threads, ResultsIdenticalForAnyThreadCount) {
       {"winograd_conv2d", winograd_conv2d_run},
       {"mlp_float", [] { return mlp_run(Dtype::f32); }},
       {"mlp_double", [] { return mlp_run(Dtype::f64); }},
-      {"linear_float", [] { return linear_run(Dtype::f32); }},
-      {"linear_double", [] { return linear_run(Dtype::f64); }},
+      {"linear_float", [] { return linear_run(Dtype::f32, 200); }},
+      {"linear_double", [] { return linear_run(Dtype::f64, 200); }},
+      {"linear_float_129", [] { return linear_run(Dtype::f32, 129); }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
