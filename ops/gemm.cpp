@@ -229,8 +229,8 @@ template <class T>
 // rows with an inner size from 256, where the kernel reads op(A) in place down A's columns (1024 x
 // 768 94 against 127 GFLOP/s; 1024 x 2048, an LSTM's dW, 76 against 109), and an inner size past
 // 1024 from 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At
-// 512 rows with A transposed BLIS led by 6-19% at 256 columns, but the GPT's dW at 128 columns was
-// even here and the kernel's on the Zen 5 (above), so those stay.
+// 512 rows with A transposed and inner sizes of 256 and 768, BLIS led by 6-15% at 256 columns,
+// but the GPT's dW at 128 columns was even here and the kernel's on the Zen 5 (above): they stay.
 template <class T>
 bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
                  int64_t K, T alpha, T beta) {
