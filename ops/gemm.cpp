@@ -213,10 +213,9 @@ template <class T>
   tiny_product<T>(a, view(bt, K, N), y, alpha, beta);
 }
 
-// Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512, where BLIS has no
-// small-matrix kernels for the CPU (or the build has no BLIS: then instead of Eigen, not
-// measured), for a Y of at most 512 columns in float (128 in double, and then at most 768 rows
-// by an inner size of 512). Measured on the Zen 5 (one thread, GFLOP/s, panel_gemm
+// Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512 (or the build has no
+// BLIS: then instead of Eigen, not measured), for a Y of at most 512 columns in float (128 in
+// double, and then at most 768 rows by an inner size of 512). Measured on the Zen 5 (one thread, GFLOP/s, panel_gemm
 // against the route before it: BLIS, or Eigen below kBlas or where BLIS's sup would run): the GPT
 // step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x), 1.00x-1.66x, 186-218
 // against 116-210; the attention's per-head products (64 x 32 x 64) 1.7x-2.3x; the MNIST Net's
@@ -231,6 +230,10 @@ template <class T>
 // 1024 from 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At
 // 512 rows with A transposed and inner sizes of 256 and 768, BLIS led by 6-15% at 256 columns,
 // but the GPT's dW at 128 columns was even here and the kernel's on the Zen 5 (above): they stay.
+// Whatever kernels BLIS runs: on the Zen 4 (AVX-512 on 256-bit units), where BLIS 0.9 runs its
+// zen3 AVX2 kernels with their small-matrix ("sup") path, the kernel led at every shape above too
+// (float, one thread: the GPT's Linears 1.03x-1.46x, 109-114 against 77-106 GFLOP/s, over BLIS's
+// 102-104 at 1024^3; the attention's per-head products 1.4x-1.6x; no shape below 0.99x).
 template <class T>
 bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
                  int64_t K, T alpha, T beta) {
@@ -243,10 +246,6 @@ bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int
     if ((a.transposed && M >= 1024 && K >= 256) || (M >= 512 && K > 1024)) return false;
     // B's rows read in place must not be a multiple of 4 KiB apart (they would share L1's sets).
     if (!b.transposed && b.ld * int64_t(sizeof(T)) % 4096 == 0) return false;
-#ifdef TAPEGRAD_HAVE_BLAS
-    ensure_blis_started();
-    if (blis_has_sup()) return false;
-#endif
     return true;
   }
 }

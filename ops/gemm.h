@@ -5,8 +5,8 @@
 // Eigen's GEMM on our machines, re-entrant (threads may multiply at once), and told per call how
 // many threads to use: one inside our parallel regions, detail::team_size() outside them (the
 // cores other processes leave free, ops/threads.h). Medium ones
-// stay in Eigen, and tiny ones are plain loops with no setup cost at all. With AVX-512, where
-// BLIS has no small-matrix kernels, the sizes a model's layers make go to panel_gemm (below).
+// stay in Eigen, and tiny ones are plain loops with no setup cost at all. With AVX-512, the
+// sizes a model's layers make go to panel_gemm (below).
 
 #include <algorithm>
 #include <cmath>
