@@ -65,6 +65,16 @@ void visible(const AttentionDims& s, int64_t i, int64_t lo, int64_t& c0, int64_t
 // The most keys a block sees, for its scratch: (rows, keys) <= (min(64, T), T_k).
 int64_t block_cap(const AttentionDims& s) { return std::min(kBlock, s.T) * s.T_k; }
 
+// The row stride of the transposed keys and values, K^T (d, T_k) and V^T (d_v, T_k): T_k, or a
+// cache line more where T_k entries are a multiple of 4 KiB (T_k 1024, 2048, ... in float). Rows
+// that far apart share the L1 cache's sets, and a product reading a block's columns down them
+// evicts its own rows: 64 x 256 x 32 ran at 46 GFLOP/s through BLIS's small-matrix kernels from
+// rows 4 KiB apart against 90 from rows 1 KiB apart (the Zen 4, one thread).
+template <class T>
+int64_t key_stride(const AttentionDims& s) {
+  return s.T_k * int64_t(sizeof(T)) % 4096 == 0 ? s.T_k + 64 / int64_t(sizeof(T)) : s.T_k;
+}
+
 // Per-thread scratch that keeps its buffer: no allocation (and no fresh pages) in a steady loop.
 // Aligned like Eigen's own buffers: a vectorised row sum then splits a row the same way on every
 // thread, which keeps the results identical for any thread count.
@@ -77,15 +87,16 @@ T* scratch(Scratch<T>& buf, int64_t n) {
   return buf.data();
 }
 
-// dst (cols, rows) = src^T, src being (rows, cols) with row stride ld; 16 source rows at a time,
-// so that both sides move through memory in runs rather than one element per cache line.
+// dst (cols, rows; row stride ldd) = src^T, src being (rows, cols) with row stride ld; 16 source
+// rows at a time, so that both sides move through memory in runs rather than one element per cache
+// line.
 template <class T>
-void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst) {
+void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, int64_t ldd) {
   constexpr int64_t kTile = 16;
   for (int64_t j0 = 0; j0 < rows; j0 += kTile) {
     const int64_t j1 = std::min(rows, j0 + kTile);
     for (int64_t c = 0; c < cols; ++c)
-      for (int64_t j = j0; j < j1; ++j) dst[c * rows + j] = src[j * ld + c];
+      for (int64_t j = j0; j < j1; ++j) dst[c * ldd + j] = src[j * ld + c];
   }
 }
 
@@ -96,23 +107,19 @@ void copy_row(const T* src, int64_t n, T* dst) {
       Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(src, n);
 }
 
-// S (rows, keys) = Q_i K^T scale for block b, K^T being kt (d, T_k); hidden entries are set to
-// exactly 0 and `visible_part(r, row, len)` runs on each row's visible run. The product is
-// scaled here, row by row, rather than by gemm's alpha: gemm's panel kernel takes products of
-// alpha 1 only, and it runs these blocks 1.2x-1.6x faster than BLIS's small-matrix kernels on the
-// Zen 4 (each entry is the sum times the scale either way, as BLIS's kernels compute it).
+// S (rows, keys) = Q_i K^T scale for block b, K^T being kt (d, T_k; row stride key_stride); hidden
+// entries are set to exactly 0 and `visible_part(r, row, len)` runs on each row's visible run.
 template <class T, class F>
 void score_block(const T* q, const T* kt, const AttentionDims& s, const Block& b, T sc, T* S,
                  F&& visible_part) {
-  gemm<T>(view(q + b.i0 * s.ldq, b.rows, s.d, s.ldq), view(kt + b.lo, s.d, b.keys, s.T_k),
-          view(S, b.rows, b.keys));
+  gemm<T>(view(q + b.i0 * s.ldq, b.rows, s.d, s.ldq),
+          view(kt + b.lo, s.d, b.keys, key_stride<T>(s)), view(S, b.rows, b.keys), sc);
   for (int64_t r = 0; r < b.rows; ++r) {
     int64_t c0, c1;
     visible(s, b.i0 + r, b.lo, c0, c1);
     T* row = S + r * b.keys;
     std::fill(row, row + c0, T(0));
     std::fill(row + c1, row + b.keys, T(0));
-    for (int64_t c = c0; c < c1; ++c) row[c] *= sc;
     visible_part(r, row + c0, c1 - c0);
   }
 }
@@ -171,8 +178,9 @@ void forward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, T* o, T*
   T* const block_buf = keep ? nullptr : scratch(buf, block_cap(s));
   // K^T (d, T_k), so that every score block is a product of untransposed operands (the faster
   // kind in BLIS: 73 against 46 GFLOP/s at 64x256x64 in float).
-  T* kt = scratch(kt_buf, s.d * s.T_k);
-  transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  const int64_t ks = key_stride<T>(s);
+  T* kt = scratch(kt_buf, s.d * ks);
+  transpose_rows(in.k, s.T_k, s.d, s.ldq, kt, ks);
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     T* P = keep ? keep : block_buf;
@@ -213,10 +221,11 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
   T* const scores_grad = scratch(buf, 2 * cap);  // a block's dP, then its dS (made in place)
   T* const P_recomputed = scores_grad + cap;
   // V^T (d_v, T_k), and K^T (d, T_k) when the weights are recomputed: untransposed products.
-  T* vt = scratch(t_buf, (s.dv + (kept ? 0 : s.d)) * s.T_k);
-  T* kt = vt + s.dv * s.T_k;
-  transpose_rows(in.v, s.T_k, s.dv, s.ldv, vt);
-  if (!kept) transpose_rows(in.k, s.T_k, s.d, s.ldq, kt);
+  const int64_t ks = key_stride<T>(s);
+  T* vt = scratch(t_buf, (s.dv + (kept ? 0 : s.d)) * ks);
+  T* kt = vt + s.dv * ks;
+  transpose_rows(in.v, s.T_k, s.dv, s.ldv, vt, ks);
+  if (!kept) transpose_rows(in.k, s.T_k, s.d, s.ldq, kt, ks);
   for (int64_t i0 = 0; i0 < s.T; i0 += kBlock) {
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
@@ -225,7 +234,7 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
     const auto dV_keys = view(g.dv + b.lo * s.ldv, n, s.dv, s.ldv);
     gemm<T>(view(P, b.rows, n).t(), dO_i, dV_keys, T(1), T(1));  // dV += P^T dO_i
     T* const dP = scores_grad;
-    gemm<T>(dO_i, view(vt + b.lo, s.dv, n, s.T_k), view(dP, b.rows, n));  // dP = dO_i V^T
+    gemm<T>(dO_i, view(vt + b.lo, s.dv, n, ks), view(dP, b.rows, n));  // dP = dO_i V^T
     T* const dS = scores_grad;
     for (int64_t r = 0; r < b.rows; ++r) {  // dS = P * (dP - D_i) scale, written over dP
       T* ds = dS + r * n;                    // holds dP until written
@@ -275,8 +284,9 @@ struct DualScratch {
     const int64_t cap = block_cap(s);
     P = scratch(buf, 2 * cap);
     tS = P + cap;
-    kt = scratch(k_buf, 2 * s.d * s.T_k);
-    tkt = kt + s.d * s.T_k;  // so [K^T; tK^T] is one (2d, T_k) view from kt
+    const int64_t ks = key_stride<T>(s);
+    kt = scratch(k_buf, 2 * s.d * ks);
+    tkt = kt + s.d * ks;  // so [K^T; tK^T] is one (2d, T_k) view from kt
     const int64_t q2 = pair_q ? 2 * s.d * s.T : 0;
     const int64_t ap = pair_v ? 2 * cap : 0, vv = pair_v ? 2 * s.T_k * s.dv : 0;
     q_pair = scratch(pair_buf, q2 + ap + vv);
@@ -297,8 +307,9 @@ void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionIn
   const bool scores_move = t.q || t.k;
   const bool pair_q = t.q && t.k, pair_v = scores_move && t.v;
   const DualScratch<T> w(s, pair_q, pair_v);
-  transpose_rows(in.k, s.T_k, s.d, s.ldq, w.kt);
-  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, w.tkt);
+  const int64_t ks = key_stride<T>(s);
+  transpose_rows(in.k, s.T_k, s.d, s.ldq, w.kt, ks);
+  if (t.k) transpose_rows(t.k, s.T_k, s.d, s.ldq, w.tkt, ks);
   if (pair_q)
     for (int64_t i = 0; i < s.T; ++i) {
       copy_row(t.q + i * s.ldq, s.d, w.q_pair + i * 2 * s.d);
@@ -319,13 +330,13 @@ void dual_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, AttentionIn
     const auto tS_i = view(w.tS, b.rows, n);
     if (pair_q)  // tS = [tQ_i | Q_i] [K^T; tK^T] scale
       gemm<T>(view(w.q_pair + i0 * 2 * s.d, b.rows, 2 * s.d),
-              view(w.kt + b.lo, 2 * s.d, n, s.T_k), tS_i, sc);
+              view(w.kt + b.lo, 2 * s.d, n, ks), tS_i, sc);
     else if (t.q)  // tS = tQ_i K^T scale
-      gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.kt + b.lo, s.d, n, s.T_k),
-              tS_i, sc);
+      gemm<T>(view(t.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.kt + b.lo, s.d, n, ks), tS_i,
+              sc);
     else  // tS = Q_i tK^T scale
-      gemm<T>(view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.tkt + b.lo, s.d, n, s.T_k),
-              tS_i, sc);
+      gemm<T>(view(in.q + i0 * s.ldq, b.rows, s.d, s.ldq), view(w.tkt + b.lo, s.d, n, ks), tS_i,
+              sc);
     if (!pair_v) {  // tO_i = tA V, tA written over tS
       tangent_weights(s, b, w.P, w.tS, w.tS, n, false);
       gemm<T>(view(w.tS, b.rows, n), V_keys, tO_i);

@@ -215,16 +215,16 @@ template <class T>
 
 // Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512 (or the build has no
 // BLIS: then instead of Eigen, not measured), for a Y of at most 512 columns in float (128 in
-// double, and then at most 768 rows by an inner size of 512). Measured on the Zen 5 (one thread, GFLOP/s, panel_gemm
-// against the route before it: BLIS, or Eigen below kBlas or where BLIS's sup would run): the GPT
-// step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x), 1.00x-1.66x, 186-218
-// against 116-210; the attention's per-head products (64 x 32 x 64) 1.7x-2.3x; the MNIST Net's
-// fc1 forward (64 x 9216 x 128, W transposed) 164 against 69. Wider Ys lose: each block of rows
-// then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x, 1024^3 0.83x,
-// 50304 0.23x). In double the kernel's panels are 16 wide and the gains smaller (1.04x-1.35x at
-// 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above).
-// Nor, in float, the products BLIS's packed path wins on an Intel Xeon of model 167 (the bounds
-// are that CPU's; panel_gemm against BLIS skx, one thread, x 256 columns): A transposed from 1024
+// double, and then at most 768 rows by an inner size of 512). Measured on the Zen 5 (one thread,
+// GFLOP/s, panel_gemm against the route before it: BLIS, or Eigen below kBlas or where BLIS's sup
+// would run): the GPT step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x),
+// 1.00x-1.66x, 186-218 against 116-210; the attention's per-head products (64 x 32 x 64) 1.7x-2.3x;
+// the MNIST Net's fc1 forward (64 x 9216 x 128, W transposed) 164 against 69. Wider Ys lose: each
+// block of rows then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x,
+// 1024^3 0.83x, 50304 0.23x). In double the kernel's panels are 16 wide and the gains smaller
+// (1.04x-1.35x at 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above). Nor, in float,
+// the products BLIS's packed path wins on an Intel Xeon of model 167 (the bounds are that CPU's;
+// panel_gemm against BLIS skx, one thread, x 256 columns): A transposed from 1024
 // rows with an inner size from 256, where the kernel reads op(A) in place down A's columns (1024 x
 // 768 94 against 127 GFLOP/s; 1024 x 2048, an LSTM's dW, 76 against 109), and an inner size past
 // 1024 from 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At
@@ -233,14 +233,15 @@ template <class T>
 // Whatever kernels BLIS runs: on the Zen 4 (AVX-512 on 256-bit units), where BLIS 0.9 runs its
 // zen3 AVX2 kernels with their small-matrix ("sup") path, the kernel led at every shape above too
 // (float, one thread: the GPT's Linears 1.03x-1.46x, 109-114 against 77-106 GFLOP/s, over BLIS's
-// 102-104 at 1024^3; the attention's per-head products 1.4x-1.6x; no shape below 0.99x).
+// 102-104 at 1024^3; the attention's per-head products 1.16x-1.65x; no shape below 0.99x).
 template <class T>
 bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
                  int64_t K, T alpha, T beta) {
   if constexpr (PanelKernel<T>::kRows < 8) {
     return false;
   } else {
-    if (alpha != T(1) || (beta != T(0) && beta != T(1))) return false;
+    // alpha 1 with beta 0 or 1, or any alpha with beta 0 (gemm scales Y after the product).
+    if (beta != T(0) && (alpha != T(1) || beta != T(1))) return false;
     if (M * N * K <= kTiny || M < 8 || N < PanelKernel<T>::kPanel) return false;
     if (sizeof(T) == 4 ? N > 512 : (N > 128 || M > 768 || K > 512)) return false;
     if ((a.transposed && M >= 1024 && K >= 256) || (M >= 512 && K > 1024)) return false;
@@ -259,6 +260,12 @@ void gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const Matr
   if (M == 0 || N == 0) return;
   if (panel_route(a, b, M, N, K, alpha, beta)) {
     panel_gemm(a, b, y, beta == T(1));
+    // Each entry the sum times alpha, as BLIS's kernels compute it (the attention's scores,
+    // Q K^T scale, in blocks of 64 rows: 64 x 64 to 512 x 32 or 64 1.08x-1.37x BLIS's
+    // small-matrix kernels on the Zen 4, one thread, this pass over Y included).
+    if (alpha != T(1))
+      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                 Eigen::OuterStride<>>(y.data, M, N, Eigen::OuterStride<>(y.ld)) *= alpha;
     return;
   }
   const int64_t work = M * N * K;

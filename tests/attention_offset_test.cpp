@@ -44,6 +44,10 @@ const Case kCases[] = {
     {"heads_T1_after_9", {2, 1, 8}, {2, 10, 8}, {2, 10, 4}, 2, 0},
     {"heads_2d_window3", {5, 6}, {9, 6}, {9, 6}, 3, 3},
     {"heads_two_blocks", {1, 66, 8}, {1, 100, 8}, {1, 100, 8}, 2, 0},
+    // Keys whose transposed rows are 4 KiB apart, padded by a cache line in the kernels
+    // (attention_kernels.cpp's key_stride): 1024 of them in float32, 512 in float64.
+    {"keys_1024_after_954", {1, 70, 4}, {1, 1024, 4}, {1, 1024, 3}, 0, 0},
+    {"heads_keys_512_after_446", {1, 66, 8}, {1, 512, 8}, {1, 512, 8}, 2, 0},
 };
 
 using Attend = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
