@@ -213,27 +213,30 @@ template <class T>
   tiny_product<T>(a, view(bt, K, N), y, alpha, beta);
 }
 
-// Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512 (or the build has no
-// BLIS: then instead of Eigen, not measured), for a Y of at most 512 columns in float (128 in
-// double, and then at most 768 rows by an inner size of 512). Measured on the Zen 5 (one thread,
-// GFLOP/s, panel_gemm against the route before it: BLIS, or Eigen below kBlas or where BLIS's sup
-// would run): the GPT step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T x),
-// 1.00x-1.66x, 186-218 against 116-210; the attention's per-head products (64 x 32 x 64) 1.7x-2.3x;
-// the MNIST Net's fc1 forward (64 x 9216 x 128, W transposed) 164 against 69. Wider Ys lose: each
-// block of rows then passes every panel of B from beyond the L2 cache (768 columns 0.73x-1.03x,
-// 1024^3 0.83x, 50304 0.23x). In double the kernel's panels are 16 wide and the gains smaller
-// (1.04x-1.35x at 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above). Nor, in float,
-// the products BLIS's packed path wins on an Intel Xeon of model 167 (the bounds are that CPU's;
-// panel_gemm against BLIS skx, one thread, x 256 columns): A transposed from 1024
-// rows with an inner size from 256, where the kernel reads op(A) in place down A's columns (1024 x
-// 768 94 against 127 GFLOP/s; 1024 x 2048, an LSTM's dW, 76 against 109), and an inner size past
-// 1024 from 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At
-// 512 rows with A transposed and inner sizes of 256 and 768, BLIS led by 6-15% at 256 columns,
-// but the GPT's dW at 128 columns was even here and the kernel's on the Zen 5 (above): they stay.
-// Whatever kernels BLIS runs: on the Zen 4 (AVX-512 on 256-bit units), where BLIS 0.9 runs its
-// zen3 AVX2 kernels with their small-matrix ("sup") path, the kernel led at every shape above too
-// (float, one thread: the GPT's Linears 1.03x-1.46x, 109-114 against 77-106 GFLOP/s, over BLIS's
-// 102-104 at 1024^3; the attention's per-head products 1.16x-1.65x; no shape below 0.99x).
+// Whether panel_gemm (ops/panel_gemm.cpp) takes the product: with AVX-512, whatever BLIS's kernels
+// (and, in a build without BLIS, instead of Eigen: not measured), for a Y of at most 512 columns in
+// float (128 in double, and then at most 768 rows by an inner size of 512). Measured on the Zen 5
+// (one thread, GFLOP/s, panel_gemm against the route before it: BLIS, or Eigen below kBlas or where
+// BLIS's sup would run): the GPT step's Linears in float, 768 rows by 128 to 512 (x W^T, dY W, dY^T
+// x), 1.00x-1.66x, 186-218 against 116-210; the attention's per-head products (64 x 32 x 64)
+// 1.7x-2.3x; the MNIST Net's fc1 forward (64 x 9216 x 128, W transposed) 164 against 69. Wider Ys
+// lose: each block of rows then passes every panel of B from beyond the L2 cache (768 columns
+// 0.73x-1.03x, 1024^3 0.83x, 50304 0.23x). In double the kernel's panels are 16 wide and the gains
+// smaller (1.04x-1.35x at 768 x 128 x 128-like sizes, 0.67x-0.96x past the bounds above). Nor, in
+// float, the products BLIS's packed path wins on an Intel Xeon of model 167 (the bounds are that
+// CPU's; panel_gemm against BLIS skx, one thread, x 256 columns): A transposed from 1024 rows with
+// an inner size from 256, where the kernel reads op(A) in place down A's columns (1024 x 768 94
+// against 127 GFLOP/s; 1024 x 2048, an LSTM's dW, 76 against 109), and an inner size past 1024 from
+// 512 rows (A as it is, 512 x 2048 124 against 135, 1024 x 2048 123 against 137). At 512 rows with
+// A transposed and inner sizes of 256 and 768, BLIS led by 6-15% at 256 columns, but the GPT's dW
+// at 128 columns was even here and the kernel's on the Zen 5 (above): they stay. Whatever kernels
+// BLIS runs: on the Zen 4 (AVX-512 on 256-bit units), where BLIS 0.9 runs its zen3 AVX2 kernels
+// with their small-matrix ("sup") path, the kernel led at every shape above too (float, one thread:
+// the GPT's Linears 1.03x-1.46x, 105-113 against 77-106 GFLOP/s, over BLIS's 102-104 at 1024^3; the
+// attention's per-head products 1.16x-1.65x; no shape below 0.99x), except a few rows by a
+// transposed B: the kernel transposes B into a buffer first, which 16 rows or fewer do not repay,
+// and the sup kernels read it as it is (8 x 384 x 128 0.82x, 8 x 128 x 512 0.79x, 16 x 512 x 128
+// 0.89x; 16 x 384 x 128 1.06x): those stay with BLIS where it has them.
 template <class T>
 bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int64_t M, int64_t N,
                  int64_t K, T alpha, T beta) {
@@ -247,6 +250,12 @@ bool panel_route(const MatrixView<const T>& a, const MatrixView<const T>& b, int
     if ((a.transposed && M >= 1024 && K >= 256) || (M >= 512 && K > 1024)) return false;
     // B's rows read in place must not be a multiple of 4 KiB apart (they would share L1's sets).
     if (!b.transposed && b.ld * int64_t(sizeof(T)) % 4096 == 0) return false;
+#ifdef TAPEGRAD_HAVE_BLAS
+    if (M <= 16 && b.transposed) {
+      ensure_blis_started();
+      if (blis_has_sup()) return false;
+    }
+#endif
     return true;
   }
 }

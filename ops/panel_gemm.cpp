@@ -1,9 +1,10 @@
 // Whole products by the panel kernel (ops/panel_kernel.h), for the sizes a model's layers make:
 // a Linear over a batch of tokens (hundreds of rows, inner and outer sizes of tens to hundreds),
 // forward (B transposed: x W^T), and backward (dX = dY W; dW = dY^T x, A transposed). With its
-// skx kernels (the AVX-512 CPUs' here) BLIS 0.9 packs these through a generic scale-and-copy
-// loop and a strided gather: 15% of the GPT step's time, its kernels themselves 42%
-// (docs/PERFORMANCE.md, "The GPT step on the Zen 5"). Here nothing is packed: op(B) is read in
+// skx kernels (the Zen 5's, an Intel Xeon's with AVX-512) BLIS 0.9 packs these through a generic
+// scale-and-copy loop and a strided gather: 15% of the GPT step's time, its kernels themselves 42%
+// (docs/PERFORMANCE.md, "The GPT step on the Zen 5"); on the Zen 4, where it runs its zen3 AVX2
+// kernels, this kernel beat those too ("The Zen 4 again"). Here nothing is packed: op(B) is read in
 // place when it is untransposed and transposed once into a buffer otherwise (by the packets'
 // in-register transpose), op(A) read in place either way (PanelKernel's strided rows).
 //

@@ -46,8 +46,11 @@ const Case kCases[] = {
     {"heads_two_blocks", {1, 66, 8}, {1, 100, 8}, {1, 100, 8}, 2, 0},
     // Keys whose transposed rows are 4 KiB apart, padded by a cache line in the kernels
     // (attention_kernels.cpp's key_stride): 1024 of them in float32, 512 in float64.
+    // With a window a block's keys start past 0 (and fit the panel kernel's 512 columns).
     {"keys_1024_after_954", {1, 70, 4}, {1, 1024, 4}, {1, 1024, 3}, 0, 0},
+    {"keys_1024_window_200", {1, 70, 4}, {1, 1024, 4}, {1, 1024, 3}, 0, 200},
     {"heads_keys_512_after_446", {1, 66, 8}, {1, 512, 8}, {1, 512, 8}, 2, 0},
+    {"heads_keys_512_window_60", {1, 66, 8}, {1, 512, 8}, {1, 512, 8}, 2, 60},
 };
 
 using Attend = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
@@ -127,6 +130,7 @@ TEST(CausalAttentionOffset, MatchesComposedWithWeightsRecomputed) {
   const std::size_t saved = tg::detail::attention_weights_limit();
   tg::detail::set_attention_weights_limit(0);
   expect_matches_composed(Dtype::f64, 1e-12);
+  expect_matches_composed(Dtype::f32, 1e-5);
   tg::detail::set_attention_weights_limit(saved);
 }
 

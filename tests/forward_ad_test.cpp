@@ -155,16 +155,18 @@ TEST(Dual, GradientsFlowBackThroughTheDual) {
 // The fused attention's dual pass (grad mode off: the forward and the tangent in one pass) for
 // every set of inputs carrying a tangent, against the rule in ops (the inputs requiring grad:
 // the rule records), in float64, with a window and a query offset (a KV cache's last rows) and
-// more rows than one block, and 512 keys (the transposed keys' rows, 4 KiB of float64, padded by
-// a cache line: attention_kernels.cpp's key_stride). Where two of Q, K, V carry one, the pass pairs its products only
-// partly, paths that check_forward_ad (all tangents, or one at a time) does not take.
+// more rows than one block, and 512 keys (the transposed keys' rows, 4 KiB of float64, padded
+// by a cache line: attention_kernels.cpp's key_stride), with and without a window. Where two of
+// Q, K, V carry one, the pass pairs its products only partly, paths that check_forward_ad (all
+// tangents, or one at a time) does not take.
 TEST(DualPass, AttentionAgreesWithTheRuleForEveryTangentSet) {
   tg::Rng rng(11);
   struct Case {
     int64_t T, T_k, window, offset;
   };
   for (const Case sh :
-       {Case{70, 70, 0, 0}, Case{5, 12, 0, 7}, Case{40, 40, 9, 0}, Case{70, 512, 0, 442}}) {
+       {Case{70, 70, 0, 0}, Case{5, 12, 0, 7}, Case{40, 40, 9, 0}, Case{70, 512, 0, 442},
+        Case{70, 512, 60, 442}}) {
     const int64_t B = 2, H = 2, d = 4;
     const Tensor Q = tg::randn({B, sh.T, H * d}, rng, tg::Dtype::f64);
     const Tensor K = tg::randn({B, sh.T_k, H * d}, rng, tg::Dtype::f64);
@@ -192,7 +194,8 @@ TEST(DualPass, AttentionAgreesWithTheRuleForEveryTangentSet) {
       return m;
     };
     for (int set = 1; set < 8; ++set) {
-      SCOPED_TRACE("T " + std::to_string(sh.T) + ", tangents on " + std::to_string(set));
+      SCOPED_TRACE("T " + std::to_string(sh.T) + ", T_k " + std::to_string(sh.T_k) + ", window " +
+                   std::to_string(sh.window) + ", tangents on " + std::to_string(set));
       const Tensor pass = tangent_out(set, false), rule = tangent_out(set, true);
       EXPECT_LT(max_diff(pass, rule), 1e-12);
       // negative control: without one of its tangents (the lowest set bit) tO differs

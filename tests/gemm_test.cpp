@@ -160,6 +160,31 @@ TEST(Gemm, AnAlphaAndBetaOtherThanOneAndZero) {
   expect_product(before, product, false);
 }
 
+// alpha with beta 0, which the panel route takes (gemm scales Y after the kernel; the attention's
+// scores, Q K^T scale): every layout, a last partial panel, rows padded, Y NaN before (never
+// read). alpha is a power of two, so Y / alpha is the product exactly; ignoring alpha would be 8
+// times off.
+template <class T>
+void check_alpha_beta_zero() {
+  const T alpha = T(0.125);
+  uint64_t seed = 40;
+  for (const Case& shape : {Case{64, 32, 47, false, false, 3}, Case{200, 64, 100, false, false, 2},
+                            Case{96, 128, 128, false, false}})
+    for (int layout = 0; layout < 4; ++layout) {
+      Case c = shape;
+      c.ta = (layout & 1) != 0, c.tb = (layout & 2) != 0;
+      const Operands<T> before(c, seed++, std::numeric_limits<T>::quiet_NaN());
+      Operands<T> after = before;
+      tg::detail::gemm<T>(after.A(), after.B(), after.Y(), alpha, T(0));
+      Operands<T> product = after;
+      for (T& v : product.y) v /= alpha;
+      SCOPED_TRACE(name(c) + ", alpha 0.125");
+      expect_product(before, product, false);
+    }
+}
+TEST(Gemm, AnAlphaWithBetaZeroFloat) { check_alpha_beta_zero<float>(); }
+TEST(Gemm, AnAlphaWithBetaZeroDouble) { check_alpha_beta_zero<double>(); }
+
 // The layer-sized products (768 rows, as the GPT step's Linears) give the same bits from a team
 // of one and of two: the threads share rows, never an entry's sum. (200 rows: blocks of 56 rows
 // at two threads against 96 at one.)
