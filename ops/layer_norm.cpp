@@ -4,14 +4,17 @@
 //   sum_rows(dY);
 //   tY = tXhat W + Xhat tW + tB,  tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))
 //   (Xhat's Jacobian is symmetric: tXhat is dX's map applied to tX)
-// The forward, the kernel and the tangent kernel run row by row in double; the formula and the
-// tangent rule recompute Xhat with ops.
+// The forward and the kernel run row by row in the input's dtype (the sums of dW and dB over
+// blocks of rows in double), the tangent kernel in double; the formula and the tangent rule
+// recompute Xhat with ops.
 
 #include <tapegrad/ops/layer_norm.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <omp.h>
 
@@ -109,6 +112,58 @@ Tensor layer_norm_jvp_kernel(const Tensor& X, const Tensor& W, const Tensor& sta
 // Rooms for the threads a pass may run on: a team is at most num_threads() (ops/threads.h).
 int64_t rows_rooms() { return std::max(1, num_threads()); }
 
+// A row's sums run in T (as PyTorch's float layer_norm) by kLanes partial sums (entry i in lane
+// i % kLanes, the lanes added at the end): a fixed order, so the same bits on any thread count,
+// which the compiler keeps in vector registers. (A row's sums in double took half of a float32
+// layer_norm's time.)
+constexpr int64_t kLanes = 16;
+template <class T>
+using Lanes = Eigen::Array<T, kLanes, 1>;
+
+// kLanes entries from p.
+template <class T>
+auto lanes_at(const T* p) {
+  return Eigen::Map<const Lanes<T>>(p);
+}
+
+// A row's mean as its first entry plus the mean of the entries less that one: in T the sums
+// then stay at the row's spread, not its offset (rows at 1e4 with unit spread would lose three
+// digits of the mean, and Xhat with them).
+template <class T>
+struct Centre {
+  T shift, rest;  // mean = shift + rest
+  // From the mean in double (the forward's statistics), for the row x.
+  Centre(const T* x, double mean) : shift(x[0]), rest(T(mean - double(x[0]))) {}
+  Centre(T s, T r) : shift(s), rest(r) {}
+  double mean() const { return double(shift) + double(rest); }
+};
+
+// The mean of a row of C > 0 entries and 1 / sqrt(var + eps), var the biased variance (two
+// passes: the mean, then the squares about it).
+template <class T>
+std::pair<Centre<T>, T> row_moments(const T* x, int64_t C, T eps) {
+  const int64_t full = C - C % kLanes;
+  const T shift = x[0];
+  Lanes<T> lanes = Lanes<T>::Zero();
+  for (int64_t i = 0; i < full; i += kLanes) lanes += lanes_at(x + i) - shift;
+  T sum = lanes.sum();
+  for (int64_t i = full; i < C; ++i) sum += x[i] - shift;
+  const T rest = sum / T(C);
+  lanes.setZero();
+  for (int64_t i = 0; i < full; i += kLanes) lanes += ((lanes_at(x + i) - shift) - rest).square();
+  T squares = lanes.sum();
+  for (int64_t i = full; i < C; ++i) squares += ((x[i] - shift) - rest) * ((x[i] - shift) - rest);
+  return {Centre<T>(shift, rest), T(1) / std::sqrt(squares / T(C) + eps)};
+}
+
+// W's entries, or ones where there is none (kept in `ones`).
+template <class T>
+const T* weights_or(const Tensor& W, int64_t C, std::vector<T>& ones, T fill) {
+  if (W.defined()) return W.data<T>();
+  ones.assign(C, fill);
+  return ones.data();
+}
+
 // The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
 // 2).
 template <class T>
@@ -118,48 +173,75 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
   const bool need_x = X.requires_grad(), need_w = W.defined() && W.requires_grad(),
              need_b = B.defined() && B.requires_grad();
   Tensor dX = need_x ? Tensor(X.shape(), X.dtype()) : Tensor();
-  ArrD w = W.defined() ? ArrD(detail::CMapArr<T>(W.data<T>(), C).template cast<double>())
-                       : ArrD::Ones(C);
-  // dW and dB sum over the rows: by blocks of kSumRows rows, each block's sums in order, then the
-  // blocks' in order, so the threads (which share the blocks) never change a bit of them.
+  std::vector<T> ones;
+  const T* pw = weights_or<T>(W, C, ones, T(1));
+  // dW and dB sum over the rows: by blocks of kSumRows rows, each block's sums in order (in T),
+  // then the blocks' in order (in double), so the threads (which share the blocks) never change a
+  // bit of them.
   constexpr int64_t kSumRows = 64;
   const int64_t blocks = (rows + kSumRows - 1) / kSumRows;
   const bool sums = need_w || need_b;
   Tensor partial(Shape{sums ? blocks * 2 * C : 0}, Dtype::f64);  // per block: dW's, dB's
   double* partials = partial.data<double>();
-  // each thread's rows of xhat, dy, g and its block's dW and dB, taken before the threads start
-  // (an allocation that fails there throws MemoryError, not inside the parallel region)
-  Tensor room(Shape{rows_rooms(), 5 * C}, Dtype::f64);
-  double* rooms = room.data<double>();
+  // each thread's block sums of dW and dB, taken before the threads start (an allocation that
+  // fails there throws MemoryError, not inside the parallel region)
+  Tensor room(Shape{rows_rooms(), 2 * C}, X.dtype());
+  T* rooms = room.data<T>();
   const double* st = stats.data<double>();
+  const int64_t full = C - C % kLanes;
   const T* x = X.data<T>();
   const T* pdy = dY.data<T>();
   T* dx = need_x ? dX.data<T>() : nullptr;
   detail::for_parts(
       blocks,
       [&](int64_t first, int64_t end) {
-        double* mine = rooms + omp_get_thread_num() * 5 * C;
-        Eigen::Map<ArrD> xhat(mine, C), dy(mine + C, C), g(mine + 2 * C, C), dw(mine + 3 * C, C),
-            db(mine + 4 * C, C);
+        T* dw = rooms + omp_get_thread_num() * 2 * C;
+        T* db = dw + C;
         for (int64_t k = first; k < end; ++k) {
-          dw.setZero();
-          db.setZero();
+          std::fill_n(dw, 2 * C, T(0));
           for (int64_t r = k * kSumRows; r < std::min(rows, (k + 1) * kSumRows); ++r) {
-            const double mu = st[2 * r], rstd = st[2 * r + 1];
-            xhat = (detail::CMapArr<T>(x + r * C, C).template cast<double>() - mu) * rstd;
-            dy = detail::CMapArr<T>(pdy + r * C, C).template cast<double>();
-            if (need_x) {
-              g = dy * w;
-              const double g_mean = g.mean(), gx_mean = (g * xhat).mean();
-              detail::MapArr<T>(dx + r * C, C) =
-                  (rstd * ((g - g_mean) - xhat * gx_mean)).template cast<T>();
+            const T* xr = x + r * C;
+            const Centre<T> c(xr, st[2 * r]);
+            const T rstd = T(st[2 * r + 1]);
+            const T* dyr = pdy + r * C;
+            T g_mean = 0, gx_mean = 0;
+            if (need_x) {  // g = dY W: the row's means of g and of g Xhat
+              Lanes<T> g_lanes = Lanes<T>::Zero(), gx_lanes = Lanes<T>::Zero();
+              for (int64_t i = 0; i < full; i += kLanes) {
+                const Lanes<T> g = lanes_at(dyr + i) * lanes_at(pw + i);
+                g_lanes += g;
+                gx_lanes += g * (((lanes_at(xr + i) - c.shift) - c.rest) * rstd);
+              }
+              T g_sum = g_lanes.sum(), gx_sum = gx_lanes.sum();
+              for (int64_t i = full; i < C; ++i) {
+                const T g = dyr[i] * pw[i];
+                g_sum += g;
+                gx_sum += g * (((xr[i] - c.shift) - c.rest) * rstd);
+              }
+              g_mean = g_sum / T(C);
+              gx_mean = gx_sum / T(C);
             }
-            if (need_w) dw += dy * xhat;
-            if (need_b) db += dy;
+            T* dxr = dx + r * C;
+            // kLanes entries at a time, then the rest one by one (the same expressions)
+            for (int64_t i = 0; i < full; i += kLanes) {
+              const Lanes<T> xhat = ((lanes_at(xr + i) - c.shift) - c.rest) * rstd;
+              const auto dy = lanes_at(dyr + i);
+              if (need_x)
+                Eigen::Map<Lanes<T>>(dxr + i) =
+                    rstd * ((dy * lanes_at(pw + i) - g_mean) - xhat * gx_mean);
+              if (need_w) Eigen::Map<Lanes<T>>(dw + i) += dy * xhat;
+              if (need_b) Eigen::Map<Lanes<T>>(db + i) += dy;
+            }
+            for (int64_t i = full; i < C; ++i) {
+              const T xhat = ((xr[i] - c.shift) - c.rest) * rstd, dy = dyr[i];
+              if (need_x) dxr[i] = rstd * ((dy * pw[i] - g_mean) - xhat * gx_mean);
+              if (need_w) dw[i] += dy * xhat;
+              if (need_b) db[i] += dy;
+            }
           }
           if (!sums) continue;
-          Eigen::Map<ArrD>(partials + 2 * k * C, C) = dw;
-          Eigen::Map<ArrD>(partials + (2 * k + 1) * C, C) = db;
+          std::copy_n(dw, C, partials + 2 * k * C);
+          std::copy_n(db, C, partials + (2 * k + 1) * C);
         }
       },
       std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C * kSumRows)));
@@ -199,30 +281,31 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
   dispatch(X.dtype(), [&]<class T>() {
     double* st = stats.data<double>();
     T* y = Y.data<T>();
-    ArrD w = W.defined() ? ArrD(detail::CMapArr<T>(W.data<T>(), C).template cast<double>())
-                         : ArrD::Ones(C);
-    ArrD b = B.defined() ? ArrD(detail::CMapArr<T>(B.data<T>(), C).template cast<double>())
-                         : ArrD::Zero(C);
+    std::vector<T> ones, zeros;
+    const T* pw = weights_or<T>(W, C, ones, T(1));
+    const T* pb = weights_or<T>(B, C, zeros, T(0));
     const T* px = X.data<T>();
     const T* ptx = tX.defined() ? tX.data<T>() : nullptr;
     T* pty = tY.defined() ? tY.data<T>() : nullptr;
-    Tensor room(Shape{rows_rooms(), 3 * C}, Dtype::f64);  // each thread's xc, xhat, tx
+    // for the tangent: W in double, each thread's xhat and tx
+    const ArrD w = ptx ? ArrD(detail::CMapArr<T>(pw, C).template cast<double>()) : ArrD();
+    Tensor room(Shape{ptx ? rows_rooms() : 0, 2 * C}, Dtype::f64);
     double* rooms = room.data<double>();
     detail::for_parts(  // rows are independent: shared among the threads
         rows,
         [&](int64_t first, int64_t end) {
-          double* mine = rooms + omp_get_thread_num() * 3 * C;
-          Eigen::Map<ArrD> xc(mine, C), xhat(mine + C, C), tx(mine + 2 * C, C);
           for (int64_t r = first; r < end; ++r) {
-            const auto x = detail::CMapArr<T>(px + r * C, C).template cast<double>();
-            const double mu = x.mean();
-            xc = x - mu;
-            const double rstd = 1.0 / std::sqrt(xc.square().mean() + eps);  // biased variance
-            st[2 * r] = mu;
+            const T* xr = px + r * C;
+            const auto [c, rstd] = row_moments(xr, C, T(eps));
+            st[2 * r] = c.mean();
             st[2 * r + 1] = rstd;
-            detail::MapArr<T>(y + r * C, C) = (xc * rstd * w + b).template cast<T>();
+            T* yr = y + r * C;
+            for (int64_t i = 0; i < C; ++i)
+              yr[i] = ((xr[i] - c.shift) - c.rest) * rstd * pw[i] + pb[i];
             if (!ptx) continue;
-            xhat = xc * rstd;
+            double* mine = rooms + omp_get_thread_num() * 2 * C;
+            Eigen::Map<ArrD> xhat(mine, C), tx(mine + C, C);
+            xhat = (detail::CMapArr<T>(xr, C).template cast<double>() - c.mean()) * double(rstd);
             tx = detail::CMapArr<T>(ptx + r * C, C).template cast<double>();
             detail::MapArr<T>(pty + r * C, C) =
                 row_tangent(w, rstd, xhat, tx).template cast<T>();

@@ -403,6 +403,48 @@ TEST(TrainingOps, Float32LayerNormOfOffsetRowsIsAccurate) {
   expect_close(tg::layer_norm(x32, Tensor(), Tensor()).to_vector(), want, 1e-5, "float32");
 }
 
+// float32 layer_norm runs its rows' sums in float32 by 16 lanes with a tail (ops/layer_norm.cpp):
+// widths below, at and around the lanes, rows offset by 1e4 (the mean kept as the first entry plus
+// the rest) and not; forward and every gradient against float64 on the same float32 values, dY
+// random weights. Negative control: the gradients of the rows in the other order do not match.
+TEST(TrainingOps, Float32LayerNormMatchesFloat64AtEveryWidth) {
+  for (const int64_t C : {1, 5, 16, 17, 48, 128, 131}) {
+    for (const double offset : {0.0, 1e4}) {
+      tg::Rng rng(uint64_t(C) * 7 + (offset != 0));
+      const auto f32 = [&](const Tensor& t) { return t.to(Dtype::f32); };
+      const Tensor x = f32(tg::add(tg::randn({9, C}, rng), tg::scalar(offset)));
+      const Tensor w = f32(tg::randn({C}, rng)), b = f32(tg::randn({C}, rng));
+      const Tensor dy = f32(tg::randn({9, C}, rng));
+      auto run = [&](Dtype dtype, const Tensor& dy_rows) {
+        const Tensor xd = x.to(dtype).set_requires_grad(), wd = w.to(dtype).set_requires_grad(),
+                     bd = b.to(dtype).set_requires_grad();
+        const Tensor y = tg::layer_norm(xd, wd, bd);
+        std::vector<std::vector<double>> out = {y.to_vector()};
+        for (const Tensor& g : tg::grad({y}, {xd, wd, bd}, {dy_rows.to(dtype)}))
+          out.push_back(g.to_vector());
+        return out;
+      };
+      const auto got = run(Dtype::f32, dy), want = run(Dtype::f64, dy);
+      const std::string what = "C " + std::to_string(C) + " offset " + std::to_string(offset);
+      const char* names[] = {"Y", "dX", "dW", "dB"};
+      for (int i = 0; i < 4; ++i) expect_close(got[i], want[i], 2e-5, what + " " + names[i]);
+      if (C == 1) continue;  // dX is 0 and dW's sum is the same whatever the rows' order
+      std::vector<double> rows = dy.to_vector(), flipped_rows;
+      for (int64_t r = 8; r >= 0; --r)
+        flipped_rows.insert(flipped_rows.end(), rows.begin() + r * C, rows.begin() + (r + 1) * C);
+      const Tensor flipped = tg::from_vector(flipped_rows, {9, C}, Dtype::f32);
+      const auto other = run(Dtype::f64, flipped);
+      double dx_gap = 0, dw_gap = 0;
+      for (std::size_t i = 0; i < got[1].size(); ++i)
+        dx_gap = std::max(dx_gap, std::fabs(got[1][i] - other[1][i]));
+      for (std::size_t i = 0; i < got[2].size(); ++i)
+        dw_gap = std::max(dw_gap, std::fabs(got[2][i] - other[2][i]));
+      EXPECT_GT(dx_gap, 1e-2) << what;
+      EXPECT_GT(dw_gap, 1e-2) << what;
+    }
+  }
+}
+
 struct BadInput {
   const char* name;
   std::function<void()> call;
