@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -129,6 +130,42 @@ TEST(EdgeAttention, OnePositionAndOneDimension) {
         tg::set_num_threads(threads);
         EXPECT_TRUE(r.passed) << r.message;
       }
+}
+
+// A window of 1: each query sees only its own key, its weight is exactly 1, so dP_ii - D_i must
+// be exactly 0 (D_i = dO_i . O_i summed as the product dO_i V^T sums dP_ii) and dQ, dK exactly 0,
+// dV exactly dO: with the kernel's dots by 8 rows and the rest (T 13, 70: one and two 64-row
+// blocks), float32 and float64, weights kept and recomputed. Negative control: a window of 2
+// gives a nonzero dQ.
+TEST(EdgeAttention, AWindowOfOneGivesExactlyZeroQueryAndKeyGradients) {
+  const std::size_t limit = tg::detail::attention_weights_limit();
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64})
+    for (const int64_t T : {13, 70})
+      for (const bool recompute : {false, true}) {
+        SCOPED_TRACE(std::string(tg::dtype_name(dtype)) + " T " + std::to_string(T) +
+                     (recompute ? " recomputed" : " kept"));
+        tg::detail::set_attention_weights_limit(recompute ? 0 : limit);
+        tg::Rng rng(uint64_t(T) * 3 + recompute);
+        const Tensor q = tg::randn({2, T, 8}, rng, dtype).set_requires_grad();
+        const Tensor k = tg::randn({2, T, 8}, rng, dtype).set_requires_grad();
+        const Tensor v = tg::randn({2, T, 5}, rng, dtype).set_requires_grad();
+        const Tensor dO = tg::randn({2, T, 5}, rng, dtype);
+        for (const int64_t window : {1, 2}) {
+          const Tensor o = tg::causal_attention(q, k, v, 0.35, window);
+          const std::vector<Tensor> g = tg::grad({o}, {q, k, v}, {dO});
+          double dq_max = 0;
+          for (double x : g[0].to_vector()) dq_max = std::max(dq_max, std::fabs(x));
+          if (window == 2) {
+            EXPECT_GT(dq_max, 1e-3);
+            continue;
+          }
+          EXPECT_EQ(dq_max, 0.0);
+          for (double x : g[1].to_vector()) EXPECT_EQ(x, 0.0);
+          EXPECT_EQ(g[2].to_vector(), dO.to_vector());
+          EXPECT_EQ(o.to_vector(), v.to_vector());
+        }
+      }
+  tg::detail::set_attention_weights_limit(limit);
 }
 
 // Empty tensors: each op's result for an input with a 0 dimension, and a gradient of the input's
