@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <type_traits>
 
@@ -77,29 +78,27 @@ void gelu_erf_kernel(const T* x, const T* dy, T* dx, int64_t n) {
   }
 }
 
-// float64 goes through s = (1 + tanh(u)) / 2 = 1 / (1 + exp(-2 u)): Eigen's float64 tanh is
-// glibc's scalar one (a quarter of a float64 GPT training step), its exp is vectorised. Then
-// Y = X s and dX = dY (s + 2 X s (1 - s) du), since 1 - t^2 = 4 s (1 - s). For large -u, exp
-// overflows to inf and s to 0, as tanh's 1 + t does. float keeps Eigen's own vectorised tanh.
+// The tanh form's gradient from the output: s = (1 + t) / 2 = Y / X, so no tanh again (the
+// backward took twice the forward's time recomputing it). 1 - t^2 = 4 s (1 - s), so
+// dX = dY (s + 2 X s (1 - s) du). Where |X| < sqrt(the least normal T) (0 included), Y / X would
+// lose digits to an underflowing Y; s is 1/2 there to T's precision. As accurate as the tanh
+// form against a float64 reference (both round 1 + t near t = -1).
 template <class T>
-void gelu_tanh_kernel(const T* px, const T* pdy, T* pdx, int64_t n) {
+void gelu_tanh_kernel(const T* px, const T* py, const T* pdy, T* pdx, int64_t n) {
+  static const T tiny = std::sqrt(std::numeric_limits<T>::min());
   auto x = detail::CMapArr<T>(px, n);
-  const auto x2 = x * x;
-  const auto u = (x + (x * x2) * T(kKappa)) * T(kBeta);
-  const auto du = (T(1) + x2 * T(3.0 * kKappa)) * T(kBeta);
+  const auto du = (T(1) + (x * x) * T(3.0 * kKappa)) * T(kBeta);
   Eigen::Array<T, kChunk, 1> buf;  // n <= kChunk (by_chunks)
   auto s = buf.head(n);
-  if constexpr (std::is_same_v<T, double>) {
-    s = (T(1) + (T(-2) * u).exp()).inverse();
-    detail::MapArr<T>(pdx, n) =
-        detail::CMapArr<T>(pdy, n) * (s + T(2) * x * (s * (T(1) - s)) * du);
-  } else {
-    s = u.tanh();
-    detail::MapArr<T>(pdx, n) =
-        detail::CMapArr<T>(pdy, n) * ((s + T(1)) * T(0.5) + (x * ((T(1) - s * s) * du)) * T(0.5));
-  }
+  s = (x.abs() < tiny).select(T(0.5), detail::CMapArr<T>(py, n) / x);
+  detail::MapArr<T>(pdx, n) =
+      detail::CMapArr<T>(pdy, n) * (s + T(2) * x * (s * (T(1) - s)) * du);
 }
 
+// float64 goes through s = (1 + tanh(u)) / 2 = 1 / (1 + exp(-2 u)): Eigen's float64 tanh is
+// glibc's scalar one (a quarter of a float64 GPT training step), its exp is vectorised. Then
+// Y = X s (and tY below as the kernel above). For large -u, exp overflows to inf and s to 0, as
+// tanh's 1 + t does. float keeps Eigen's own vectorised tanh.
 // Y, and with tx its tangent tY = tx Y'(X) in the same pass (a forward-mode run that nothing
 // differentiates: the tanh is computed once for both), n <= kChunk entries (by_chunks): the
 // activations stay in L1 between the two.
@@ -162,7 +161,7 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
         gelu_erf_forward<T>(x + b, y + b, e - b, tx ? tx + b : nullptr, ty ? ty + b : nullptr);
     });
   });
-  return record("gelu", std::move(Y), {X}, where)
+  Recording recorded = record("gelu", std::move(Y), {X}, where)
       .saves(X)
       .formula([X, tanh_mode](const Tensor& dY) -> Grads {
         return {tanh_mode ? gelu_tanh_grad(X, dY) : gelu_erf_grad(X, dY)};
@@ -170,22 +169,33 @@ Tensor gelu(const Tensor& X, GeluApproximate approximate, const std::source_loca
       .jvp([&](const Tangents& t) {  // by the forward's kernel when nothing differentiates it
         if (tY.defined()) return tY;
         return tanh_mode ? gelu_tanh_grad(X, t[0]) : gelu_erf_grad(X, t[0]);
-      })
-      .kernel([X, tanh_mode](const Tensor& dY) -> Grads {
-        Tensor dX(X.shape(), X.dtype());
-        dispatch(X.dtype(), [&]<class T>() {
-          const T* x = X.data<T>();
-          const T* dy = dY.data<T>();
-          T* dx = dX.data<T>();
-          by_chunks(X.numel(), [&](int64_t b, int64_t e) {
-            if (tanh_mode)
-              gelu_tanh_kernel<T>(x + b, dy + b, dx + b, e - b);
-            else
-              gelu_erf_kernel<T>(x + b, dy + b, dx + b, e - b);
-          });
-        });
-        return {dX};
       });
+  // The kernels, one pass each: the tanh form's from X and the output (which the node then
+  // keeps), the erf form's from X alone.
+  if (tanh_mode)
+    recorded.kernel([X](const Tensor& dY, const Tensor& Y) -> Grads {
+      Tensor dX(X.shape(), X.dtype());
+      dispatch(X.dtype(), [&]<class T>() {
+        const T *x = X.data<T>(), *y = Y.data<T>(), *dy = dY.data<T>();
+        T* dx = dX.data<T>();
+        by_chunks(X.numel(), [&](int64_t b, int64_t e) {
+          gelu_tanh_kernel<T>(x + b, y + b, dy + b, dx + b, e - b);
+        });
+      });
+      return {dX};
+    });
+  else
+    recorded.kernel([X](const Tensor& dY) -> Grads {
+      Tensor dX(X.shape(), X.dtype());
+      dispatch(X.dtype(), [&]<class T>() {
+        const T *x = X.data<T>(), *dy = dY.data<T>();
+        T* dx = dX.data<T>();
+        by_chunks(X.numel(),
+                  [&](int64_t b, int64_t e) { gelu_erf_kernel<T>(x + b, dy + b, dx + b, e - b); });
+      });
+      return {dX};
+    });
+  return recorded;
 }
 
 }  // namespace tg

@@ -110,6 +110,65 @@ TEST(TrainingOps, GeluBothModesMatchDefinitions) {
               1e-15);
 }
 
+// The tanh form's backward kernel reads s = Y / X from the output (ops/gelu.cpp): its gradient
+// against the derivative in long double, dY random weights, at the points where Y / X is delicate
+// (0, subnormal and tiny X, where s is 1/2; X large either way, where s is 0 or 1) and at random
+// X over more than one 512-entry chunk with a short tail; float32 and float64. Negative control:
+// the erf form's gradient is farther off than the tolerance.
+TEST(TrainingOps, GeluTanhGradientFromItsOutputMatchesTheDerivative) {
+  const long double b = std::sqrt(2.0L / std::acos(-1.0L)), k = 0.044715L;
+  auto derivative = [&](long double x) {
+    const long double t = std::tanh(b * (x + k * x * x * x));
+    return 0.5L * (1 + t) + 0.5L * x * (1 - t * t) * b * (1 + 3 * k * x * x);
+  };
+  std::vector<double> xs = {0.0,   -0.0,   1e-44, -1e-44, 1e-39, -1e-39, 1e-30, -1e-30, 1e-20,
+                            -1e-20, 1e-8,  -1e-8, 0.5,    -0.5,  3.0,    -3.0,  9.0,   -9.0,
+                            20.0,  -20.0};
+  tg::Rng rng(21);
+  for (double v : tg::randn({1100}, rng, Dtype::f64, 3.0).to_vector()) xs.push_back(v);
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    SCOPED_TRACE(tg::dtype_name(dtype));
+    const int64_t n = int64_t(xs.size());
+    const Tensor x = tg::from_vector(xs, {n}, dtype).set_requires_grad();
+    const Tensor dy = tg::randn({n}, rng, dtype);
+    // (float32: both 1 + t and 1 - t^2 round near t = +-1, in the tanh form's kernel as here)
+    const double tol = dtype == Dtype::f32 ? 1e-5 : 3e-14;
+    for (const bool tanh_form : {true, false}) {
+      const Tensor y = tg::gelu(x, tanh_form ? tg::GeluApproximate::tanh
+                                             : tg::GeluApproximate::none);
+      const auto dx = tg::grad({y}, {x}, {dy})[0].to_vector();
+      const auto xv = x.to_vector(), dyv = dy.to_vector();
+      double worst = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = double(dyv[i] * derivative(xv[i]));
+        ASSERT_TRUE(std::isfinite(dx[i])) << "x " << xv[i];
+        worst = std::max(worst, std::fabs(dx[i] - want) / std::max(1.0, std::fabs(want)));
+        if (tanh_form && std::fabs(xv[i]) < 1e-19)  // s is exactly 1/2
+          EXPECT_EQ(dx[i], dyv[i] * 0.5) << "x " << xv[i];
+      }
+      if (tanh_form)
+        EXPECT_LE(worst, tol);
+      else
+        EXPECT_GT(worst, 1e-4);  // the erf form is another function: the check sees it
+    }
+  }
+}
+
+// The tanh form's node keeps its output for the kernel: a write into the output before the
+// backward is refused, naming gelu, not computed with the new values.
+TEST(TrainingOps, GeluTanhOutputWrittenBeforeBackwardIsRefused) {
+  tg::Rng rng(22);
+  const Tensor x = tg::randn({3, 4}, rng).set_requires_grad();
+  Tensor y = tg::gelu(x, tg::GeluApproximate::tanh);
+  y.set({0, 0}, 5.0);
+  try {
+    tg::sum(tg::mul(y, tg::randn({3, 4}, rng))).backward();
+    FAIL() << "no error";
+  } catch (const tg::GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("gelu"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainingOps, MeanMatchesLoops) {
   tg::Rng rng(4);
   const Tensor x = tg::randn({2, 3, 4}, rng);
