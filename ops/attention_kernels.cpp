@@ -13,6 +13,7 @@
 
 #include <tapegrad/ops/causal_attention.h>
 #include <tapegrad/ops/gemm.h>
+#include <tapegrad/ops/panel_kernel.h>
 #include <tapegrad/ops/threads.h>
 
 namespace tg::detail {
@@ -88,17 +89,13 @@ T* scratch(Scratch<T>& buf, int64_t n) {
   return buf.data();
 }
 
-// dst (cols, rows; row stride ldd) = src^T, src being (rows, cols) with row stride ld; 16 source
-// rows at a time, so that both sides move through memory in runs rather than one element per cache
-// line.
+// dst (cols, rows; row stride ldd) = src^T, src being (rows, cols) with row stride ld, on this
+// thread: the panel product's transpose (panel_kernel.h), by the packets' in-register transpose.
+// (On the Zen 4 it runs about as fast as the loop it replaced, one entry at a time by tiles of 16
+// rows, at a GPT step's heads; 1% faster at (1, 256, 256, 4).)
 template <class T>
 void transpose_rows(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, int64_t ldd) {
-  constexpr int64_t kTile = 16;
-  for (int64_t j0 = 0; j0 < rows; j0 += kTile) {
-    const int64_t j1 = std::min(rows, j0 + kTile);
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t j = j0; j < j1; ++j) dst[c * ldd + j] = src[j * ld + c];
-  }
+  transpose_into(src, ld, rows, cols, dst, ldd, 1);
 }
 
 // dst[0, n) = src[0, n), inline: a call to memmove for each short row costs more than the copy.

@@ -26,17 +26,16 @@ namespace {
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"  // as in panel_kernel.h
-// bt (k, n; row stride ldt) = b^T for b (n, k; row stride ldb): blocks of W x W entries by the
-// packets' in-register transpose, the edges one entry at a time; the column blocks shared by a
-// team of `team` threads.
+// transpose_into's rows [j0, j1) of b (j1 - j0 a multiple of the packets' width W): blocks of W x W
+// by the packets' in-register transpose, the columns past the last whole block one at a time.
 template <class T>
-void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* bt, int64_t ldt, int team) {
+void transpose_rows_of(const T* b, int64_t ldb, int64_t j0, int64_t j1, int64_t k, T* bt,
+                       int64_t ldt) {
   using namespace Eigen::internal;
   using P = typename PanelKernel<T>::P;
   constexpr int W = PanelKernel<T>::kWidth;
-  const int64_t n_whole = n / W * W, k_whole = k / W * W;
-#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
-  for (int64_t j = 0; j < n_whole; j += W) {
+  const int64_t k_whole = k / W * W;
+  for (int64_t j = j0; j < j1; j += W) {
     for (int64_t q = 0; q < k_whole; q += W) {
       PacketBlock<P, W> block;
       for (int r = 0; r < W; ++r) block.packet[r] = ploadu<P>(b + (j + r) * ldb + q);
@@ -46,8 +45,6 @@ void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* bt, int64_
     for (int64_t q = k_whole; q < k; ++q)
       for (int r = 0; r < W; ++r) bt[q * ldt + j + r] = b[(j + r) * ldb + q];
   }
-  for (int64_t q = 0; q < k; ++q)
-    for (int64_t j = n_whole; j < n; ++j) bt[q * ldt + j] = b[j * ldb + q];
 }
 #pragma GCC diagnostic pop
 
@@ -57,6 +54,25 @@ constexpr int64_t kBlockRows = 96;
 constexpr int64_t kInner = 256;
 
 }  // namespace
+
+template <class T>
+void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* bt, int64_t ldt, int team) {
+  constexpr int W = PanelKernel<T>::kWidth;
+  const int64_t n_whole = n / W * W;
+  if (team > 1) {
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int64_t j = 0; j < n_whole; j += W) transpose_rows_of(b, ldb, j, j + W, k, bt, ldt);
+  } else {
+    transpose_rows_of(b, ldb, 0, n_whole, k, bt, ldt);
+  }
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t j = n_whole; j < n; ++j) bt[q * ldt + j] = b[j * ldb + q];
+}
+
+template void transpose_into<float>(const float*, int64_t, int64_t, int64_t, float*, int64_t,
+                                    int);
+template void transpose_into<double>(const double*, int64_t, int64_t, int64_t, double*, int64_t,
+                                     int);
 
 template <class T>
 void panel_gemm(const MatrixView<const T>& a, const MatrixView<const T>& b, const MatrixView<T>& y,

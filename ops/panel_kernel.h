@@ -118,4 +118,11 @@ void PanelKernel<T>::tile(const T* A, int64_t ars, int64_t acs, int64_t k, const
 }
 #pragma GCC diagnostic pop
 
+/// bt (k, n; row stride ldt) = b^T for b (n, k; row stride ldb): blocks of kWidth x kWidth entries
+/// by the packets' in-register transpose, the edges one entry at a time; the blocks of rows
+/// shared by a team of `team` threads, or on the calling thread alone for 1 (no parallel region:
+/// fit to be called inside one). ops/panel_gemm.cpp, float and double.
+template <class T>
+void transpose_into(const T* b, int64_t ldb, int64_t n, int64_t k, T* bt, int64_t ldt, int team);
+
 }  // namespace tg::detail

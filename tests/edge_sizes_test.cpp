@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tapegrad/check/gradcheck.h>
@@ -134,22 +135,24 @@ TEST(EdgeAttention, OnePositionAndOneDimension) {
 
 // A window of 1: each query sees only its own key, its weight is exactly 1, so dP_ii - D_i must
 // be exactly 0 (D_i = dO_i . O_i summed as the product dO_i V^T sums dP_ii) and dQ, dK exactly 0,
-// dV exactly dO: with the kernel's dots by 8 rows and the rest (T 13, 70: one and two 64-row
-// blocks), float32 and float64, weights kept and recomputed. Negative control: a window of 2
-// gives a nonzero dQ.
+// dV exactly dO: with the kernel's dots by a packet's width of rows and columns and the rest
+// (T 13, 70, 200: one to four 64-row blocks; d_v 5 and 37), float32 and float64, weights kept
+// and recomputed. It holds where the product dO_i V^T sums in order (the panel kernel, the tiny
+// products); 13 rows by 37 columns go to Eigen's product and miss by a rounding. Negative
+// control: a window of 2 gives a nonzero dQ.
 TEST(EdgeAttention, AWindowOfOneGivesExactlyZeroQueryAndKeyGradients) {
   const std::size_t limit = tg::detail::attention_weights_limit();
   for (const Dtype dtype : {Dtype::f32, Dtype::f64})
-    for (const int64_t T : {13, 70})
+    for (const auto [T, dv] : {std::pair<int64_t, int64_t>{13, 5}, {70, 37}, {200, 37}})
       for (const bool recompute : {false, true}) {
-        SCOPED_TRACE(std::string(tg::dtype_name(dtype)) + " T " + std::to_string(T) +
-                     (recompute ? " recomputed" : " kept"));
+        SCOPED_TRACE(std::string(tg::dtype_name(dtype)) + " T " + std::to_string(T) + " d_v " +
+                     std::to_string(dv) + (recompute ? " recomputed" : " kept"));
         tg::detail::set_attention_weights_limit(recompute ? 0 : limit);
         tg::Rng rng(uint64_t(T) * 3 + recompute);
         const Tensor q = tg::randn({2, T, 8}, rng, dtype).set_requires_grad();
         const Tensor k = tg::randn({2, T, 8}, rng, dtype).set_requires_grad();
-        const Tensor v = tg::randn({2, T, 5}, rng, dtype).set_requires_grad();
-        const Tensor dO = tg::randn({2, T, 5}, rng, dtype);
+        const Tensor v = tg::randn({2, T, dv}, rng, dtype).set_requires_grad();
+        const Tensor dO = tg::randn({2, T, dv}, rng, dtype);
         for (const int64_t window : {1, 2}) {
           const Tensor o = tg::causal_attention(q, k, v, 0.35, window);
           const std::vector<Tensor> g = tg::grad({o}, {q, k, v}, {dO});
