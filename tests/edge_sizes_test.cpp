@@ -143,7 +143,7 @@ TEST(EdgeAttention, OnePositionAndOneDimension) {
 TEST(EdgeAttention, AWindowOfOneGivesExactlyZeroQueryAndKeyGradients) {
   const std::size_t limit = tg::detail::attention_weights_limit();
   for (const Dtype dtype : {Dtype::f32, Dtype::f64})
-    for (const auto [T, dv] : {std::pair<int64_t, int64_t>{13, 5}, {70, 37}, {200, 37}})
+    for (const auto& [T, dv] : {std::pair<int64_t, int64_t>{13, 5}, {70, 37}, {200, 37}})
       for (const bool recompute : {false, true}) {
         SCOPED_TRACE(std::string(tg::dtype_name(dtype)) + " T " + std::to_string(T) + " d_v " +
                      std::to_string(dv) + (recompute ? " recomputed" : " kept"));

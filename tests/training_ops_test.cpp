@@ -143,8 +143,9 @@ TEST(TrainingOps, GeluTanhGradientFromItsOutputMatchesTheDerivative) {
         const double want = double(dyv[i] * derivative(xv[i]));
         ASSERT_TRUE(std::isfinite(dx[i])) << "x " << xv[i];
         worst = std::max(worst, std::fabs(dx[i] - want) / std::max(1.0, std::fabs(want)));
-        if (tanh_form && std::fabs(xv[i]) < 1e-19)  // s is exactly 1/2
+        if (tanh_form && std::fabs(xv[i]) < 1e-19) {  // s is exactly 1/2
           EXPECT_EQ(dx[i], dyv[i] * 0.5) << "x " << xv[i];
+        }
       }
       if (tanh_form)
         EXPECT_LE(worst, tol);
@@ -310,9 +311,10 @@ TEST(TrainingOps, LinearOfEmptySizes) {
       const Tensor y = tg::linear(x, w, b);
       ASSERT_EQ(y.shape(), (Shape{c.rows, c.out}));
       const auto Y = y.to_vector(), B = b.to_vector();
-      if (c.in == 0)  // the other cases' Y is empty
+      if (c.in == 0) {  // the other cases' Y is empty
         for (int64_t i = 0; i < c.rows; ++i)
           for (int64_t o = 0; o < c.out; ++o) EXPECT_EQ(Y[i * c.out + o], B[o]);
+      }
       const Tensor r = tg::randn({c.rows, c.out}, rng);
       // tg::grad, not backward: create_graph's gradients kept in .grad() would hold their own
       // graph, and with it the leaves (a cycle)
