@@ -6,7 +6,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -40,8 +39,6 @@ int64_t work_of(const AttentionDims& s) { return s.N * s.T * s.T_k * (s.d + s.dv
 
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
 // Query rows [i0, i0 + rows) and the keys [lo, lo + keys) they see: up to the last row's
 // position (causal), from the first row's window edge.
@@ -122,16 +119,17 @@ void score_block(const T* q, const T* kt, const AttentionDims& s, const Block& b
   }
 }
 
-// p = exp(p - shift) by Eigen's vectorised exp, the last len % 16 entries too (through a row of
-// 16, where Eigen would take them one by one through libm's: a causal row's tail is a fifth of
-// its entries at 64 keys).
+// p = exp(p - shift) by Eigen's vectorised exp, 16 entries at a time wherever the row starts
+// (fixed-size blocks: a dynamic map would take the entries before its first aligned one through
+// libm), and the last len % 16 through a row of 16 (one by one they went through libm: a causal
+// row's tail is a fifth of its entries at 64 keys).
 template <class T>
 void exp_shifted(T* p, int64_t len, T shift) {
   constexpr int64_t kLanes = 16;
   using Lanes = Eigen::Array<T, kLanes, 1>;
   const int64_t full = len - len % kLanes, tail = len - full;
-  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> a(p, full);
-  a = (a - shift).exp();
+  for (int64_t i = 0; i < full; i += kLanes)
+    Eigen::Map<Lanes>(p + i) = (Eigen::Map<const Lanes>(p + i) - shift).exp();
   if (tail == 0) return;
   Lanes rest = Lanes::Zero();
   rest.head(tail) = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(p + full, tail);
@@ -206,40 +204,14 @@ void forward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, T* o, T*
   }
 }
 
-// D_i = sum_c dO_ic O_ic, summed in the order (and with the multiply-adds) of the small
-// products, so that a row with one visible key (P = 1, O_i = V_i) gets dP_ii - D_i = 0 exactly.
-// Eight rows at a time, each row's sum on its own (eight chains of multiply-adds side by side, not
-// one chain waiting on each add: the sums were half of this file's time in a GPT step's profile).
-template <class T>
-void output_dots(const AttentionDims& s, const T* o, const T* dout, Vec<T>& D) {
-  D.resize(s.T);
-  constexpr int64_t kRows = 8;
-  int64_t i0 = 0;
-  for (; i0 + kRows <= s.T; i0 += kRows) {
-    std::array<T, kRows> sum{};
-    for (int64_t c = 0; c < s.dv; ++c)
-      for (int64_t r = 0; r < kRows; ++r)
-        sum[r] = madd(dout[(i0 + r) * s.ldo + c], o[(i0 + r) * s.ldo + c], sum[r]);
-    for (int64_t r = 0; r < kRows; ++r) D(i0 + r) = sum[r];
-  }
-  for (int64_t i = i0; i < s.T; ++i) {
-    const T* a = dout + i * s.ldo;
-    const T* b = o + i * s.ldo;
-    T sum = T(0);
-    for (int64_t c = 0; c < s.dv; ++c) sum = madd(a[c], b[c], sum);
-    D(i) = sum;
-  }
-}
-
 // dQ, dK, dV of one entry; `kept` holds the forward's weights, or is null to recompute them.
 template <class T>
-void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T* o,
-                    const T* dout, const T* lse, const T* kept, AttentionGrads<T> g) {
+void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T* dout,
+                    const T* lse, const T* kept, AttentionGrads<T> g) {
   using SMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   SMap(g.dk, s.T_k, s.d, Eigen::OuterStride<>(s.ldq)).setZero();
   SMap(g.dv, s.T_k, s.dv, Eigen::OuterStride<>(s.ldv)).setZero();
-  thread_local Vec<T> D;
-  output_dots(s, o, dout, D);
   thread_local Scratch<T> buf, t_buf;
   const int64_t cap = block_cap(s);
   T* const scores_grad = scratch(buf, 2 * cap);  // a block's dP, then its dS (made in place)
@@ -260,10 +232,14 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
     T* const dP = scores_grad;
     gemm<T>(dO_i, view(vt + b.lo, s.dv, n, ks), view(dP, b.rows, n));  // dP = dO_i V^T
     T* const dS = scores_grad;
-    for (int64_t r = 0; r < b.rows; ++r) {  // dS = P * (dP - D_i) scale, written over dP
-      T* ds = dS + r * n;                    // holds dP until written
+    // dS = P * (dP - D_i) scale, written over dP, with D_i = sum_j P_ij dP_ij (= dO_i . O_i,
+    // O_i being sum_j P_ij V_j): the block holds every key a row sees, and a hidden P_ij is 0.
+    // A row that sees one key (P_ii = 1) gets D_i = dP_ii and dS_ii = 0 exactly, whichever
+    // product made dP.
+    for (int64_t r = 0; r < b.rows; ++r) {
+      T* ds = dS + r * n;  // holds dP until written
       const T* p = P + r * n;
-      const T Di = D(i0 + r);
+      const T Di = (CRow(p, n) * CRow(ds, n)).sum();
       for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - Di) * sc;
     }
     gemm<T>(view(dS, b.rows, n), view(in.k + b.lo * s.ldq, n, s.d, s.ldq),
@@ -409,13 +385,12 @@ void attention_forward(const AttentionDims& s, T scale, AttentionInputs<T> in, T
 }
 
 template <class T>
-void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* o,
-                        const T* dout, const T* kept, const KeptLayout& layout,
-                        AttentionGrads<T> grads) {
+void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* dout,
+                        const T* kept, const KeptLayout& layout, AttentionGrads<T> grads) {
   const T* w = layout.weights ? kept + layout.lse_n : nullptr;
   for_each_entry(s.N, work_of(s), [&](int64_t n) {
-    backward_entry<T>(s, scale, entry(s, in, n), o + s.o_off(n), dout + s.o_off(n),
-                      kept + n * s.T, w ? w + n * layout.per_entry : nullptr, entry(s, grads, n));
+    backward_entry<T>(s, scale, entry(s, in, n), dout + s.o_off(n), kept + n * s.T,
+                      w ? w + n * layout.per_entry : nullptr, entry(s, grads, n));
   });
 }
 
@@ -433,11 +408,11 @@ template void attention_forward<float>(const AttentionDims&, float, AttentionInp
 template void attention_forward<double>(const AttentionDims&, double, AttentionInputs<double>,
                                         double*, double*, const KeptLayout&);
 template void attention_backward<float>(const AttentionDims&, float, AttentionInputs<float>,
-                                        const float*, const float*, const float*,
-                                        const KeptLayout&, AttentionGrads<float>);
+                                        const float*, const float*, const KeptLayout&,
+                                        AttentionGrads<float>);
 template void attention_backward<double>(const AttentionDims&, double, AttentionInputs<double>,
-                                         const double*, const double*, const double*,
-                                         const KeptLayout&, AttentionGrads<double>);
+                                         const double*, const double*, const KeptLayout&,
+                                         AttentionGrads<double>);
 
 template void attention_forward_tangent<float>(const AttentionDims&, float,
                                                AttentionInputs<float>, AttentionInputs<float>,

@@ -80,12 +80,11 @@ template <class T>
 void attention_forward(const AttentionDims& s, T scale, AttentionInputs<T> in, T* o, T* kept,
                        const KeptLayout& layout);
 
-/// dQ, dK, dV of every entry from dO (laid out like O), the forward's output O and what it
-/// kept. Never throws.
+/// dQ, dK, dV of every entry from dO (laid out like O) and what the forward kept (not O
+/// itself: each row's dO . O is summed as P . dP). Never throws.
 template <class T>
-void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* o,
-                        const T* dout, const T* kept, const KeptLayout& layout,
-                        AttentionGrads<T> grads);
+void attention_backward(const AttentionDims& s, T scale, AttentionInputs<T> in, const T* dout,
+                        const T* kept, const KeptLayout& layout, AttentionGrads<T> grads);
 
 /// O and tO of every entry in one pass (forward mode, nothing differentiating the rule; no
 /// backward follows, so nothing is kept). The tangents are laid out like the inputs (a null

@@ -228,12 +228,12 @@ Kept forward_all(const Tensor& Q, const Tensor& K, const Tensor& V, Tensor& O,
 // dQ, dK, dV of every entry from dO (laid out like O), written at the offsets and strides of
 // `s` (they may be one tensor: every element of the packed gradient is written, none added).
 // The fused backward kernel, reusing the forward's log-sum-exps (and weights, when kept).
-void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& O,
-                  const Tensor& dO, const Kept& kept, Tensor& dQ, Tensor& dK, Tensor& dV,
-                  const AttentionDims& s, double sc) {
+void backward_all(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& dO,
+                  const Kept& kept, Tensor& dQ, Tensor& dK, Tensor& dV, const AttentionDims& s,
+                  double sc) {
   dispatch(Q.dtype(), [&]<class T>() {
     detail::attention_backward<T>(s, static_cast<T>(sc), {Q.data<T>(), K.data<T>(), V.data<T>()},
-                                  O.data<T>(), dO.data<T>(), kept.buf.data<T>(), kept.layout,
+                                  dO.data<T>(), kept.buf.data<T>(), kept.layout,
                                   {dQ.data<T>(), dK.data<T>(), dV.data<T>()});
   });
 }
@@ -289,9 +289,9 @@ Tensor fused(const char* op, const Tensor& Q, const Tensor& K, const Tensor& V,
   return record(op, std::move(O), {Q, K, V}, where)
       .saves(Q, K, V)
       .formula([Q, K, V, s, sc, formula](const Tensor& dO) { return formula(Q, K, V, dO, s, sc); })
-      .kernel([Q, K, V, kept, s, sc](const Tensor& dO, const Tensor& O) -> Grads {
+      .kernel([Q, K, V, kept, s, sc](const Tensor& dO) -> Grads {
         Tensor dQ(Q.shape(), Q.dtype()), dK(K.shape(), K.dtype()), dV(V.shape(), V.dtype());
-        backward_all(Q, K, V, O, dO, kept, dQ, dK, dV, s, sc);
+        backward_all(Q, K, V, dO, kept, dQ, dK, dV, s, sc);
         return {dQ, dK, dV};
       })
       .jvp([&](const Tangents& t) {  // tO
@@ -351,9 +351,9 @@ Tensor causal_attention_qkv(const Tensor& QKV, int64_t heads, double sc, int64_t
         const Grads g = heads_formula(qkv[0], qkv[1], qkv[2], dO, s, sc);
         return Grads{cat({g[0], g[1], g[2]}, -1)};  // (.., T, 3C)
       })
-      .kernel([QKV, kept, s, sc](const Tensor& dO, const Tensor& O) -> Grads {
+      .kernel([QKV, kept, s, sc](const Tensor& dO) -> Grads {
         Tensor dQKV(QKV.shape(), QKV.dtype());
-        backward_all(QKV, QKV, QKV, O, dO, kept, dQKV, dQKV, dQKV, s, sc);
+        backward_all(QKV, QKV, QKV, dO, kept, dQKV, dQKV, dQKV, s, sc);
         return {dQKV};
       })
       .jvp([&](const Tangents& t) {

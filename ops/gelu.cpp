@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numbers>
 #include <type_traits>
 
@@ -78,36 +77,37 @@ void gelu_erf_kernel(const T* x, const T* dy, T* dx, int64_t n) {
   }
 }
 
+// Below this |X|, s = 1/2 (exact to 1e-18 there): Y / X would lose digits to a subnormal Y.
+constexpr double kHalfBelow = 0x1p-60;
+
 // The tanh form's gradient from the output: s = (1 + t) / 2 = Y / X, so no tanh again (the
 // backward took twice the forward's time recomputing it). 1 - t^2 = 4 s (1 - s), so
-// dX = dY (s + 2 X s (1 - s) du). Where |X| < sqrt(the least normal T) (0 included), Y / X would
-// lose digits to an underflowing Y; s is 1/2 there to T's precision. As accurate as the tanh
-// form against a float64 reference (both round 1 + t near t = -1).
+// dX = dY (s + 2 X s (1 - s) du). As accurate as the tanh form against a float64 reference
+// (both round 1 + t near t = -1).
 template <class T>
 void gelu_tanh_kernel(const T* px, const T* py, const T* pdy, T* pdx, int64_t n) {
-  static const T tiny = std::sqrt(std::numeric_limits<T>::min());
   auto x = detail::CMapArr<T>(px, n);
   const auto du = (T(1) + (x * x) * T(3.0 * kKappa)) * T(kBeta);
   Eigen::Array<T, kChunk, 1> buf;  // n <= kChunk (by_chunks)
   auto s = buf.head(n);
-  s = (x.abs() < tiny).select(T(0.5), detail::CMapArr<T>(py, n) / x);
+  s = (x.abs() < T(kHalfBelow)).select(T(0.5), detail::CMapArr<T>(py, n) / x);
   detail::MapArr<T>(pdx, n) =
       detail::CMapArr<T>(pdy, n) * (s + T(2) * x * (s * (T(1) - s)) * du);
 }
 
-// float64 goes through s = (1 + tanh(u)) / 2 = 1 / (1 + exp(-2 u)): Eigen's float64 tanh is
-// glibc's scalar one (a quarter of a float64 GPT training step), its exp is vectorised. Then
-// Y = X s (and tY below as the kernel above). For large -u, exp overflows to inf and s to 0, as
-// tanh's 1 + t does. float keeps Eigen's own vectorised tanh.
 // Y, and with tx its tangent tY = tx Y'(X) in the same pass (a forward-mode run that nothing
 // differentiates: the tanh is computed once for both), n <= kChunk entries (by_chunks): the
-// activations stay in L1 between the two.
+// activations stay in L1 between the two. float64 goes through s = (1 + tanh(u)) / 2 =
+// 1 / (1 + exp(-2 u)): Eigen's float64 tanh is glibc's scalar one (a quarter of a float64 GPT
+// training step), its exp is vectorised; then Y = X s and tY as in the kernel above. For large
+// -u, exp overflows to inf and s to 0, as tanh's 1 + t does. float keeps Eigen's own vectorised
+// tanh.
 template <class T>
 void gelu_tanh_forward(const T* px, T* py, int64_t n, const T* ptx, T* pty) {
   auto x = detail::CMapArr<T>(px, n);
   const auto u = (x + x * x * x * T(kKappa)) * T(kBeta);
   if (!ptx) {
-    if constexpr (std::is_same_v<T, double>)  // see gelu_tanh_kernel
+    if constexpr (std::is_same_v<T, double>)  // see above
       detail::MapArr<T>(py, n) = x * (T(1) + (T(-2) * u).exp()).inverse();
     else
       detail::MapArr<T>(py, n) = T(0.5) * x * (T(1) + u.tanh());

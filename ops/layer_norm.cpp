@@ -113,10 +113,11 @@ Tensor layer_norm_jvp_kernel(const Tensor& X, const Tensor& W, const Tensor& sta
 int64_t rows_rooms() { return std::max(1, num_threads()); }
 
 // A row's sums run in T (as PyTorch's float layer_norm) by kLanes partial sums (entry i in lane
-// i % kLanes, the lanes added at the end): a fixed order, so the same bits on any thread count,
-// which the compiler keeps in vector registers. (A row's sums in double took half of a float32
-// layer_norm's time.)
+// i % kLanes), folded into double every kFold entries (so a wide row's sums keep their digits)
+// and added at the end: a fixed order, so the same bits on any thread count, kept in vector
+// registers. (A row's sums in double took half of a float32 layer_norm's time.)
 constexpr int64_t kLanes = 16;
+constexpr int64_t kFold = 1024;
 template <class T>
 using Lanes = Eigen::Array<T, kLanes, 1>;
 
@@ -126,42 +127,66 @@ auto lanes_at(const T* p) {
   return Eigen::Map<const Lanes<T>>(p);
 }
 
-// A row's mean as its first entry plus the mean of the entries less that one: in T the sums
-// then stay at the row's spread, not its offset (rows at 1e4 with unit spread would lose three
-// digits of the mean, and Xhat with them).
-template <class T>
-struct Centre {
-  T shift, rest;  // mean = shift + rest
-  // From the mean in double (the forward's statistics), for the row x.
-  Centre(const T* x, double mean) : shift(x[0]), rest(T(mean - double(x[0]))) {}
-  Centre(T s, T r) : shift(s), rest(r) {}
-  double mean() const { return double(shift) + double(rest); }
-};
-
-// The mean of a row of C > 0 entries and 1 / sqrt(var + eps), var the biased variance (two
-// passes: the mean, then the squares about it).
-template <class T>
-std::pair<Centre<T>, T> row_moments(const T* x, int64_t C, T eps) {
+// Two sums over a row of C entries, as above: block(i, f, g) adds kLanes entries from i (a
+// multiple of kLanes) into the lanes f and g, one(i, f, g) entry i into the doubles f and g.
+template <class T, class Block, class One>
+std::pair<double, double> row_sums(int64_t C, const Block& block, const One& one) {
   const int64_t full = C - C % kLanes;
-  const T shift = x[0];
-  Lanes<T> lanes = Lanes<T>::Zero();
-  for (int64_t i = 0; i < full; i += kLanes) lanes += lanes_at(x + i) - shift;
-  T sum = lanes.sum();
-  for (int64_t i = full; i < C; ++i) sum += x[i] - shift;
-  const T rest = sum / T(C);
-  lanes.setZero();
-  for (int64_t i = 0; i < full; i += kLanes) lanes += ((lanes_at(x + i) - shift) - rest).square();
-  T squares = lanes.sum();
-  for (int64_t i = full; i < C; ++i) squares += ((x[i] - shift) - rest) * ((x[i] - shift) - rest);
-  return {Centre<T>(shift, rest), T(1) / std::sqrt(squares / T(C) + eps)};
+  Lanes<double> f_total = Lanes<double>::Zero(), g_total = Lanes<double>::Zero();
+  for (int64_t i0 = 0; i0 < full; i0 += kFold) {
+    Lanes<T> f = Lanes<T>::Zero(), g = Lanes<T>::Zero();
+    for (int64_t i = i0; i < std::min(full, i0 + kFold); i += kLanes) block(i, f, g);
+    f_total += f.template cast<double>();
+    g_total += g.template cast<double>();
+  }
+  double f = f_total.sum(), g = g_total.sum();
+  for (int64_t i = full; i < C; ++i) one(i, f, g);
+  return {f, g};
 }
 
-// W's entries, or ones where there is none (kept in `ones`).
+// A row's mean in T as hi + lo: hi the mean rounded to T, lo what is left. x - hi is exact for
+// the entries near the mean, so ((x - hi) - lo) keeps the row's spread to T's precision whatever
+// its offset (rows at 1e4 with unit spread, or one outlier entry). The forward and the backward
+// take it from the same mean in double (the statistics), so their Xhat agree.
 template <class T>
-const T* weights_or(const Tensor& W, int64_t C, std::vector<T>& ones, T fill) {
-  if (W.defined()) return W.data<T>();
-  ones.assign(C, fill);
-  return ones.data();
+struct Centre {
+  T hi, lo;
+  explicit Centre(double mean) : hi(T(mean)), lo(T(mean - double(T(mean)))) {}
+};
+
+// The mean of a row of C > 0 entries (in double) and 1 / sqrt(var + eps), var the biased
+// variance: the mean m in T first, then the entries less m, whose mean r is m's error and whose
+// squares give var = mean((x - m)^2) - r^2 (the corrected two-pass form). (In T, a row whose
+// spread passes ~1e19 in float32 overflows its squares to inf, and its Y is B, as PyTorch's.)
+template <class T>
+std::pair<double, double> row_moments(const T* x, int64_t C, double eps) {
+  const auto [sum, unused] = row_sums<T>(
+      C, [&](int64_t i, Lanes<T>& f, Lanes<T>&) { f += lanes_at(x + i); },
+      [&](int64_t i, double& f, double&) { f += double(x[i]); });
+  const T m = T(sum / double(C));
+  const auto [off, squares] = row_sums<T>(
+      C,
+      [&](int64_t i, Lanes<T>& f, Lanes<T>& g) {
+        const Lanes<T> d = lanes_at(x + i) - m;
+        f += d;
+        g += d.square();
+      },
+      [&](int64_t i, double& f, double& g) {
+        const T d = x[i] - m;
+        f += double(d);
+        g += double(d * d);
+      });
+  const double r = off / double(C);
+  const double var = std::max(0.0, squares / double(C) - r * r);
+  return {double(m) + r, 1.0 / std::sqrt(var + eps)};
+}
+
+// The entries of p, or C times `fill` where p is undefined (kept in `room`).
+template <class T>
+const T* entries_or(const Tensor& p, int64_t C, std::vector<T>& room, T fill) {
+  if (p.defined()) return p.data<T>();
+  room.assign(C, fill);
+  return room.data();
 }
 
 // The same gradients, row by row, from the forward's mean and 1 / sqrt(var + eps) (stats: rows x
@@ -174,7 +199,7 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
              need_b = B.defined() && B.requires_grad();
   Tensor dX = need_x ? Tensor(X.shape(), X.dtype()) : Tensor();
   std::vector<T> ones;
-  const T* pw = weights_or<T>(W, C, ones, T(1));
+  const T* pw = entries_or<T>(W, C, ones, T(1));
   // dW and dB sum over the rows: by blocks of kSumRows rows, each block's sums in order (in T),
   // then the blocks' in order (in double), so the threads (which share the blocks) never change a
   // bit of them.
@@ -201,30 +226,30 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
           std::fill_n(dw, 2 * C, T(0));
           for (int64_t r = k * kSumRows; r < std::min(rows, (k + 1) * kSumRows); ++r) {
             const T* xr = x + r * C;
-            const Centre<T> c(xr, st[2 * r]);
+            const Centre<T> c(st[2 * r]);
             const T rstd = T(st[2 * r + 1]);
             const T* dyr = pdy + r * C;
             T g_mean = 0, gx_mean = 0;
             if (need_x) {  // g = dY W: the row's means of g and of g Xhat
-              Lanes<T> g_lanes = Lanes<T>::Zero(), gx_lanes = Lanes<T>::Zero();
-              for (int64_t i = 0; i < full; i += kLanes) {
-                const Lanes<T> g = lanes_at(dyr + i) * lanes_at(pw + i);
-                g_lanes += g;
-                gx_lanes += g * (((lanes_at(xr + i) - c.shift) - c.rest) * rstd);
-              }
-              T g_sum = g_lanes.sum(), gx_sum = gx_lanes.sum();
-              for (int64_t i = full; i < C; ++i) {
-                const T g = dyr[i] * pw[i];
-                g_sum += g;
-                gx_sum += g * (((xr[i] - c.shift) - c.rest) * rstd);
-              }
-              g_mean = g_sum / T(C);
-              gx_mean = gx_sum / T(C);
+              const auto [g_sum, gx_sum] = row_sums<T>(
+                  C,
+                  [&](int64_t i, Lanes<T>& f, Lanes<T>& h) {
+                    const Lanes<T> g = lanes_at(dyr + i) * lanes_at(pw + i);
+                    f += g;
+                    h += g * (((lanes_at(xr + i) - c.hi) - c.lo) * rstd);
+                  },
+                  [&](int64_t i, double& f, double& h) {
+                    const T g = dyr[i] * pw[i];
+                    f += double(g);
+                    h += double(g * (((xr[i] - c.hi) - c.lo) * rstd));
+                  });
+              g_mean = T(g_sum / double(C));
+              gx_mean = T(gx_sum / double(C));
             }
-            T* dxr = dx + r * C;
+            T* dxr = need_x ? dx + r * C : nullptr;
             // kLanes entries at a time, then the rest one by one (the same expressions)
             for (int64_t i = 0; i < full; i += kLanes) {
-              const Lanes<T> xhat = ((lanes_at(xr + i) - c.shift) - c.rest) * rstd;
+              const Lanes<T> xhat = ((lanes_at(xr + i) - c.hi) - c.lo) * rstd;
               const auto dy = lanes_at(dyr + i);
               if (need_x)
                 Eigen::Map<Lanes<T>>(dxr + i) =
@@ -233,7 +258,7 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
               if (need_b) Eigen::Map<Lanes<T>>(db + i) += dy;
             }
             for (int64_t i = full; i < C; ++i) {
-              const T xhat = ((xr[i] - c.shift) - c.rest) * rstd, dy = dyr[i];
+              const T xhat = ((xr[i] - c.hi) - c.lo) * rstd, dy = dyr[i];
               if (need_x) dxr[i] = rstd * ((dy * pw[i] - g_mean) - xhat * gx_mean);
               if (need_w) dw[i] += dy * xhat;
               if (need_b) db[i] += dy;
@@ -282,8 +307,8 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
     double* st = stats.data<double>();
     T* y = Y.data<T>();
     std::vector<T> ones, zeros;
-    const T* pw = weights_or<T>(W, C, ones, T(1));
-    const T* pb = weights_or<T>(B, C, zeros, T(0));
+    const T* pw = entries_or<T>(W, C, ones, T(1));
+    const T* pb = entries_or<T>(B, C, zeros, T(0));
     const T* px = X.data<T>();
     const T* ptx = tX.defined() ? tX.data<T>() : nullptr;
     T* pty = tY.defined() ? tY.data<T>() : nullptr;
@@ -296,19 +321,20 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
         [&](int64_t first, int64_t end) {
           for (int64_t r = first; r < end; ++r) {
             const T* xr = px + r * C;
-            const auto [c, rstd] = row_moments(xr, C, T(eps));
-            st[2 * r] = c.mean();
-            st[2 * r + 1] = rstd;
+            const auto [mean, rstd_d] = row_moments(xr, C, eps);
+            st[2 * r] = mean;
+            st[2 * r + 1] = rstd_d;
+            const Centre<T> c(mean);
+            const T rstd = T(rstd_d);
             T* yr = y + r * C;
-            for (int64_t i = 0; i < C; ++i)
-              yr[i] = ((xr[i] - c.shift) - c.rest) * rstd * pw[i] + pb[i];
+            for (int64_t i = 0; i < C; ++i) yr[i] = ((xr[i] - c.hi) - c.lo) * rstd * pw[i] + pb[i];
             if (!ptx) continue;
             double* mine = rooms + omp_get_thread_num() * 2 * C;
             Eigen::Map<ArrD> xhat(mine, C), tx(mine + C, C);
-            xhat = (detail::CMapArr<T>(xr, C).template cast<double>() - c.mean()) * double(rstd);
+            xhat = (detail::CMapArr<T>(xr, C).template cast<double>() - mean) * rstd_d;
             tx = detail::CMapArr<T>(ptx + r * C, C).template cast<double>();
             detail::MapArr<T>(pty + r * C, C) =
-                row_tangent(w, rstd, xhat, tx).template cast<T>();
+                row_tangent(w, rstd_d, xhat, tx).template cast<T>();
           }
         },
         std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C)));

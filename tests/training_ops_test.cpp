@@ -506,6 +506,27 @@ TEST(TrainingOps, Float32LayerNormMatchesFloat64AtEveryWidth) {
   }
 }
 
+// float32 layer_norm with a row's first entry an outlier (a large fixed channel, as transformer
+// residual streams have): the mean is taken as the mean in float32 plus the mean of the entries
+// less it, not around any one entry, so the ordinary entries' Xhat keeps float32's precision
+// (centred on the first entry they lost a digit or more). Against float64 on the same values.
+TEST(TrainingOps, Float32LayerNormWithAnOutlierFirstEntryIsAccurate) {
+  for (const double outlier : {100.0, 1000.0, 2e4}) {
+    const double offset = outlier > 1e4 ? 1e4 : 0.0;
+    tg::Rng rng{uint64_t(outlier)};
+    std::vector<double> xv = tg::randn({4, 768}, rng).to_vector();
+    for (double& v : xv) v += offset;
+    for (int r = 0; r < 4; ++r) xv[r * 768] = outlier;
+    const Tensor x32 = tg::from_vector(xv, {4, 768}, Dtype::f32);
+    const auto got = tg::layer_norm(x32, Tensor(), Tensor()).to_vector();
+    const auto want = tg::layer_norm(x32.to(Dtype::f64), Tensor(), Tensor()).to_vector();
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (i % 768 != 0) worst = std::max(worst, std::fabs(got[i] - want[i]));
+    EXPECT_LE(worst, 5e-7) << "outlier " << outlier;
+  }
+}
+
 struct BadInput {
   const char* name;
   std::function<void()> call;
