@@ -5,7 +5,8 @@
 //   forward:  S = Q_i K_lo:hi^T scale + M;  m = rowmax S;  l = rowsum exp(S - m)
 //             P = exp(S - m) / l;  O_i = P V_lo:hi;  lse_i = m + log l
 //             (kept: lse, and the blocks of P while they fit in attention_weights_limit())
-//   backward, with D_i = rowsum(dO_i * O_i) and P kept or recomputed as exp(S - lse_i):
+//   backward, with D_i = rowsum(P * dP) (= rowsum(dO_i * O_i): the block holds every key its
+//   rows see) and P kept or recomputed as exp(S - lse_i):
 //             dV_lo:hi += P^T dO_i;  dP = dO_i V_lo:hi^T;  dS = P * (dP - D_i) scale
 //             dQ_i = dS K_lo:hi;  dK_lo:hi += dS^T Q_i
 //   tangent (forward mode), from the inputs' tangents tQ, tK, tV (each may be absent: zero),

@@ -4,9 +4,9 @@
 //   sum_rows(dY);
 //   tY = tXhat W + Xhat tW + tB,  tXhat = r (tX - mean(tX) - Xhat mean(tX Xhat))
 //   (Xhat's Jacobian is symmetric: tXhat is dX's map applied to tX)
-// The forward and the kernel run row by row in the input's dtype (the sums of dW and dB over
-// blocks of rows in double), the tangent kernel in double; the formula and the tangent rule
-// recompute Xhat with ops.
+// The forward and the kernel run row by row in the input's dtype, their sums folded into double
+// (a row's by lanes, dW's and dB's over blocks of rows), the statistics (mean, r) in double; the
+// tangent kernel runs in double; the formula and the tangent rule recompute Xhat with ops.
 
 #include <tapegrad/ops/layer_norm.h>
 
@@ -156,15 +156,18 @@ struct Centre {
 
 // The mean of a row of C > 0 entries (in double) and 1 / sqrt(var + eps), var the biased
 // variance: the mean m in T first, then the entries less m, whose mean r is m's error and whose
-// squares give var = mean((x - m)^2) - r^2 (the corrected two-pass form). (In T, a row whose
-// spread passes ~1e19 in float32 overflows its squares to inf, and its Y is B, as PyTorch's.)
+// squares give var = mean((x - m)^2) - r^2 (the corrected two-pass form). A row whose sums
+// overflow T (float32 entries beyond ~1e36, or a spread beyond ~1e19) takes them in double.
 template <class T>
 std::pair<double, double> row_moments(const T* x, int64_t C, double eps) {
-  const auto [sum, unused] = row_sums<T>(
-      C, [&](int64_t i, Lanes<T>& f, Lanes<T>&) { f += lanes_at(x + i); },
-      [&](int64_t i, double& f, double&) { f += double(x[i]); });
+  const auto in_double = detail::CMapArr<T>(x, C).template cast<double>();
+  double sum = row_sums<T>(
+                   C, [&](int64_t i, Lanes<T>& f, Lanes<T>&) { f += lanes_at(x + i); },
+                   [&](int64_t i, double& f, double&) { f += double(x[i]); })
+                   .first;
+  if (!std::isfinite(sum)) sum = in_double.sum();  // (an inf or NaN entry stays so)
   const T m = T(sum / double(C));
-  const auto [off, squares] = row_sums<T>(
+  auto [off, squares] = row_sums<T>(
       C,
       [&](int64_t i, Lanes<T>& f, Lanes<T>& g) {
         const Lanes<T> d = lanes_at(x + i) - m;
@@ -176,9 +179,13 @@ std::pair<double, double> row_moments(const T* x, int64_t C, double eps) {
         f += double(d);
         g += double(d * d);
       });
+  if (!std::isfinite(squares)) {
+    off = (in_double - double(m)).sum();
+    squares = (in_double - double(m)).square().sum();
+  }
   const double r = off / double(C);
-  const double var = std::max(0.0, squares / double(C) - r * r);
-  return {double(m) + r, 1.0 / std::sqrt(var + eps)};
+  const double var = squares / double(C) - r * r;  // NaN stays NaN; rounding below 0 is 0
+  return {double(m) + r, 1.0 / std::sqrt((var < 0 ? 0.0 : var) + eps)};
 }
 
 // The entries of p, or C times `fill` where p is undefined (kept in `room`).

@@ -464,12 +464,13 @@ TEST(TrainingOps, Float32LayerNormOfOffsetRowsIsAccurate) {
   expect_close(tg::layer_norm(x32, Tensor(), Tensor()).to_vector(), want, 1e-5, "float32");
 }
 
-// float32 layer_norm runs its rows' sums in float32 by 16 lanes with a tail (ops/layer_norm.cpp):
-// widths below, at and around the lanes, rows offset by 1e4 (the mean kept as the first entry plus
-// the rest) and not; forward and every gradient against float64 on the same float32 values, dY
-// random weights. Negative control: the gradients of the rows in the other order do not match.
+// float32 layer_norm runs its rows' sums in float32 by 16 lanes with a tail, folded into double
+// every 1,024 entries (ops/layer_norm.cpp): widths below, at and around the lanes and the folds,
+// rows offset by 1e4 and not; forward and every gradient against float64 on the same float32
+// values, dY random weights. Negative control: the gradients of the rows in the other order do
+// not match.
 TEST(TrainingOps, Float32LayerNormMatchesFloat64AtEveryWidth) {
-  for (const int64_t C : {1, 5, 16, 17, 48, 128, 131}) {
+  for (const int64_t C : {1, 5, 16, 17, 48, 128, 131, 1024, 1040, 2100}) {
     for (const double offset : {0.0, 1e4}) {
       tg::Rng rng(uint64_t(C) * 7 + (offset != 0));
       const auto f32 = [&](const Tensor& t) { return t.to(Dtype::f32); };
@@ -525,6 +526,23 @@ TEST(TrainingOps, Float32LayerNormWithAnOutlierFirstEntryIsAccurate) {
       if (i % 768 != 0) worst = std::max(worst, std::fabs(got[i] - want[i]));
     EXPECT_LE(worst, 5e-7) << "outlier " << outlier;
   }
+}
+
+// Entries too large for a float32 row's sums (their sum and their squares pass float's range):
+// those run in double, so Y matches float64 (the first pass's overflow made every entry NaN, the
+// squares' made Y all 0); and a row of equal huge entries gives Y = B.
+TEST(TrainingOps, Float32LayerNormOfHugeEntriesStaysFinite) {
+  tg::Rng rng(23);
+  std::vector<double> xv = tg::randn({2, 64}, rng).to_vector();
+  for (double& v : xv) v = 1e37 * (2 + v / 8);  // all positive, about 2e37
+  const Tensor x32 = tg::from_vector(xv, {2, 64}, Dtype::f32);
+  const auto got = tg::layer_norm(x32, Tensor(), Tensor()).to_vector();
+  const auto want = tg::layer_norm(x32.to(Dtype::f64), Tensor(), Tensor()).to_vector();
+  for (double v : got) ASSERT_TRUE(std::isfinite(v));
+  expect_close(got, want, 1e-5, "huge");
+  const Tensor b = tg::randn({64}, rng, Dtype::f32);
+  expect_close(tg::layer_norm(tg::full({2, 64}, 3e37, Dtype::f32), Tensor(), b).to_vector(),
+               tg::cat({b, b}, 0).to_vector(), 0, "equal huge entries");
 }
 
 struct BadInput {
