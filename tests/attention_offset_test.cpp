@@ -44,6 +44,10 @@ const Case kCases[] = {
     {"heads_T1_after_9", {2, 1, 8}, {2, 10, 8}, {2, 10, 4}, 2, 0},
     {"heads_2d_window3", {5, 6}, {9, 6}, {9, 6}, 3, 3},
     {"heads_two_blocks", {1, 66, 8}, {1, 100, 8}, {1, 100, 8}, 2, 0},
+    // A block's products run by chunks of 32 rows, each to its last row's key (the kernels'
+    // for_chunks): a last chunk of 13 rows, and chunks after an offset under a window.
+    {"chunks_of_32_and_13", {1, 45, 4}, {1, 45, 4}, {1, 45, 3}, 0, 0},
+    {"chunks_after_17_window_20", {109, 4}, {126, 4}, {126, 2}, 0, 20},
     // Keys whose transposed rows are 4 KiB apart, padded by a cache line in the kernels
     // (attention_kernels.cpp's key_stride): 1024 of them in float32, 512 in float64.
     // With a window a block's keys start past 0 (and fit the panel kernel's 512 columns).
