@@ -186,11 +186,13 @@ TEST(Gemm, AnAlphaWithBetaZeroFloat) { check_alpha_beta_zero<float>(); }
 TEST(Gemm, AnAlphaWithBetaZeroDouble) { check_alpha_beta_zero<double>(); }
 
 // The layer-sized products (768 rows, as the GPT step's Linears) give the same bits from a team
-// of one and of two: the threads share rows, never an entry's sum. (200 rows: blocks of 56 rows
-// at two threads against 96 at one.)
+// of one and of two: the threads share rows, never an entry's sum. (At two threads 200 rows go
+// as 96 and 104, a block of 96 and one of 8 after it; 65 rows as 32 and 33, the last tile one
+// row; 512 rows as 256 each, in blocks of 96, 96 and 64.)
 TEST(PanelGemm, SameBitsFromOneThreadAndTwo) {
   for (const Case& c : {Case{768, 128, 384, false, true}, Case{384, 768, 128, true, false},
-                        Case{768, 512, 100, false, false}, Case{200, 700, 128, true, false}}) {
+                        Case{768, 512, 100, false, false}, Case{200, 700, 128, true, false},
+                        Case{65, 768, 128, true, false}, Case{512, 768, 128, true, false}}) {
     const Operands<float> start(c, 11, 0.0f);
     Operands<float> one = start, two = start;
     {
