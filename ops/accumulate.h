@@ -59,7 +59,27 @@ void sum_rows_ld(const T* x, int64_t rows, int64_t cols, int64_t ld, T* y, Accum
     acc.setZero();
     for (int64_t r = 0; r < rows; ++r) acc += CMapArr<T>(x + r * ld, cols);
     if (scale != 1) acc *= scale;
-  } else {  // kColumns columns at a time, so the accumulator lives on the stack
+  } else {
+    // 32 columns at a time in registers (four of AVX-512's, eight of AVX2's), each summed in row
+    // order: a pass over memory, where an accumulator in memory had cost a load and a store an
+    // entry (the GPT step's bias gradients, 768 rows: 0.9% of its time).
+    constexpr int64_t kLanes = 32;
+    const int64_t whole = cols / kLanes * kLanes;
+    for (int64_t c = 0; c < whole; c += kLanes) {
+      Accum<T> lanes[kLanes] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = x + r * ld + c;
+#pragma GCC unroll 32
+        for (int64_t j = 0; j < kLanes; ++j) lanes[j] += row[j];
+      }
+#pragma GCC unroll 32
+      for (int64_t j = 0; j < kLanes; ++j) y[c + j] = static_cast<T>(scale * lanes[j]);
+    }
+    if (whole == cols) return;
+    x += whole;
+    y += whole;
+    cols -= whole;
+    // the rest kColumns columns at a time, so the accumulator lives on the stack
     constexpr int64_t kColumns = 1024;
     Accum<T> acc[kColumns];
     for (int64_t c = 0; c < cols; c += kColumns) {

@@ -41,9 +41,11 @@ TEST(Reduction, Float32BroadcastBackwardIsExact) {
 }
 
 // Columns of 2^24 then ones: a float accumulator stays at 2^24. Exercises the column sums
-// (several outputs at once) and sum_to's general path (a trailing axis summed).
-TEST(Reduction, Float32ColumnSumsAreExact) {
-  constexpr int64_t R = 1001, C = 3;
+// (several outputs at once: 3 columns, and 40, 32 of them summed side by side in registers and 8
+// after them) and sum_to's general path (a trailing axis summed).
+void expect_exact_column_sums(int64_t C) {
+  SCOPED_TRACE(std::to_string(C) + " columns");
+  constexpr int64_t R = 1001;
   std::vector<double> v(R * C, 1.0);
   for (int64_t c = 0; c < C; ++c) v[c] = kBig;
   const Tensor X = from_vector(v, {R, C}).to(Dtype::f32);  // (R, C)
@@ -59,6 +61,11 @@ TEST(Reduction, Float32ColumnSumsAreExact) {
   }
   const Tensor S = from_vector(v, {R * C}).to(Dtype::f32);
   EXPECT_EQ(sum(S).item(), C * kBig + C * (R - 1));
+}
+
+TEST(Reduction, Float32ColumnSumsAreExact) {
+  expect_exact_column_sums(3);
+  expect_exact_column_sums(40);
 }
 
 }  // namespace
