@@ -20,6 +20,7 @@
 #include <tapegrad/ops/softmax.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -74,6 +75,12 @@ void check_inputs(const Tensor& X, const Tensor& t, const CrossEntropyOptions& o
                        shapes());
 }
 
+// for_parts' third argument for a pass over N rows of V entries: every row on this thread below
+// kPassParallelFrom entries, else rows shared from two on.
+int64_t rows_serial_below(int64_t N, int64_t V) {
+  return N * V < detail::kPassParallelFrom ? N + 1 : 2;
+}
+
 // The derivative's constants (C = a / W and s above), per row and per class, in double.
 struct Coefficients {
   int64_t N = 0, V = 0;
@@ -95,12 +102,24 @@ double loss_and_coefficients(const Tensor& X, const Tensor& t, const CrossEntrop
   auto w = [&](int64_t k) { return pw ? double(pw[k]) : 1.0; };
   double w_sum = 0;  // sum_c w_c, for the smoothing term
   for (int64_t k = 0; k < V; ++k) w_sum += w(k);
+  // Each kept row's log-sum-exp, rows shared by the team; then the sums below, in row order.
+  std::vector<double> lses(static_cast<std::size_t>(N));
+  detail::for_parts(
+      N,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t n = begin; n < end; ++n) {
+          if (pt[n] == o.ignore_index) continue;  // a target that counts implies V >= 1
+          const auto x = detail::CMapArr<T>(px + n * V, V);
+          const T mx = x.maxCoeff();
+          lses[n] = double(mx) + std::log(double((x - mx).exp().sum()));
+        }
+      },
+      rows_serial_below(N, V));
   double total = 0, W = 0;  // in double, so float32 loses nothing over long batches
   for (int64_t n = 0; n < N; ++n) {
-    if (pt[n] == o.ignore_index) continue;  // a target that counts implies V >= 1
+    if (pt[n] == o.ignore_index) continue;
     const auto x = detail::CMapArr<T>(px + n * V, V);
-    const T mx = x.maxCoeff();
-    const double lse = double(mx) + std::log(double((x - mx).exp().sum()));
+    const double lse = lses[n];
     W += w(pt[n]);
     total += (1 - eps) * w(pt[n]) * (lse - double(x[pt[n]]));
     if (eps > 0) {
@@ -170,24 +189,33 @@ Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyO
         return {mul(loss_slope(X, *c), dy)};  // dy is rank 0 and broadcasts
       })
       .kernel([X, c](const Tensor& dy) -> Grads {
-        // The same products, fused into one pass per row (softmax computed as the softmax op does).
-        Tensor dX = zeros(X.shape(), X.dtype());
+        // The same products, fused into one pass per row (softmax computed as the softmax op
+        // does), rows shared by the team; an ignored row is 0.
+        Tensor dX(X.shape(), X.dtype());
         dispatch(X.dtype(), [&]<class T>() {
           const T* px = X.data<T>();
           T* dx = dX.data<T>();
           const T g = dy.data<T>()[0], ninf = -std::numeric_limits<T>::infinity();
           const int64_t V = c->V;
-          for (int64_t n = 0; n < c->N; ++n) {
-            if (c->target[n] < 0) continue;
-            const auto x = detail::CMapArr<T>(px + n * V, V);
-            auto row = detail::MapArr<T>(dx + n * V, V);
-            const T mx = x.maxCoeff();
-            row = (x == ninf).select(T(0), (x - mx).exp());
-            row *= T(c->row_sum[n]) / row.sum();
-            for (std::size_t k = 0; k < c->smooth.size(); ++k) row[k] -= T(c->smooth[k]);
-            row[c->target[n]] -= T(c->at_target[n]);
-            row *= g;
-          }
+          detail::for_parts(
+              c->N,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t n = begin; n < end; ++n) {
+                  auto row = detail::MapArr<T>(dx + n * V, V);
+                  if (c->target[n] < 0) {
+                    row.setZero();
+                    continue;
+                  }
+                  const auto x = detail::CMapArr<T>(px + n * V, V);
+                  const T mx = x.maxCoeff();
+                  row = (x == ninf).select(T(0), (x - mx).exp());
+                  row *= T(c->row_sum[n]) / row.sum();
+                  for (std::size_t k = 0; k < c->smooth.size(); ++k) row[k] -= T(c->smooth[k]);
+                  row[c->target[n]] -= T(c->at_target[n]);
+                  row *= g;
+                }
+              },
+              rows_serial_below(c->N, V));
         });
         return {dX};
       })

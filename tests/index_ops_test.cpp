@@ -14,6 +14,7 @@
 #include <tapegrad/check/gradcheck.h>
 #include <tapegrad/ops/dropout.h>
 #include <tapegrad/ops/ops.h>
+#include "test_util.h"
 
 namespace {
 
@@ -83,6 +84,36 @@ TEST(CrossEntropy, MatchesPlainLoop) {
   const Tensor y32 = tg::cross_entropy(x.to(tg::Dtype::f32), tg::from_indices(t, {6}), -1);
   EXPECT_EQ(y32.dtype(), tg::Dtype::f32);
   EXPECT_NEAR(y32.item(), ref, 1e-5 * std::fabs(ref));
+}
+
+// Past kPassParallelFrom entries (640 x 70) the rows' log-sum-exps and the kernel's gradient rows
+// are shared by the team: the same bits from one thread and two, the loss as the plain loops',
+// the kernel's gradient as the formula's, and an ignored row's gradient exactly 0.
+TEST(CrossEntropy, RowsSharedByTheTeamGiveTheSameBits) {
+  constexpr int64_t N = 640, V = 70;
+  tg::Rng rng(5);
+  const Tensor x64 = tg::randn({N, V}, rng, tg::Dtype::f64, 2.0);
+  std::vector<int64_t> t(N);
+  for (int64_t n = 0; n < N; ++n) t[n] = n % 7 == 3 ? -1 : (n * 31 + 5) % V;
+  const Tensor targets = tg::from_indices(t, {N});
+  const Tensor x = x64.to(tg::Dtype::f32).set_requires_grad();
+  const auto run = [&](int threads, bool create_graph) {
+    tg::test::ThreadCount team(threads);
+    // A buffer of dX's size left in the allocator's cache full of 3s, so that a row the kernel
+    // does not write shows.
+    (void)tg::full({N, V}, 3.0, tg::Dtype::f32);
+    const Tensor y = tg::cross_entropy(x, targets, -1);
+    return std::pair{y, tg::grad({y}, {x}, {tg::scalar(0.7, tg::Dtype::f32)}, create_graph)[0]};
+  };
+  const auto [y1, dx1] = run(1, false);
+  const auto [y2, dx2] = run(2, false);
+  EXPECT_EQ(y1.item(), y2.item());
+  EXPECT_EQ(dx1.to_vector(), dx2.to_vector());
+  const double ref = cross_entropy_loop(x64, t, -1);
+  EXPECT_NEAR(y2.item(), ref, 1e-5 * std::fabs(ref));
+  expect_close(dx2, run(2, true).second.detach(), 1e-5);
+  for (int64_t n = 3; n < N; n += 7)
+    for (int64_t v = 0; v < V; ++v) ASSERT_EQ(dx2.at({n, v}), 0.0) << "row " << n;
 }
 
 TEST(CrossEntropy, HandDerivedValues) {
