@@ -60,9 +60,9 @@ Block block_at(const AttentionDims& s, int64_t i0) {
 // which at a block of 64 rows and 64 keys leaves 3/4 of the square's multiply-adds. A block of
 // more than kChunkedKeys keys stays whole: two products of half the rows cost more there than the
 // corner they skip. (Float, one thread, the Zen 4, forward + backward of causal_attention_qkv,
-// whole blocks against chunks: a GPT step's 12 x 4 heads of 64 x 32, 994 -> 837 us; 4 heads of
-// 256 x 32, 2.96 -> 2.73 ms; 8 heads of 1024 x 64, 40.6 -> 39.1 ms with blocks of up to 256 keys
-// chunked and 39.3 ms whole past them, 40.6 all chunked.)
+// whole blocks against chunks: a GPT step's 12 x 4 heads of 64 x 32, 993 -> 832 us; 4 x 4 heads
+// of 128 x 32, 920 -> 821 us; of 256 x 32, 2.93 -> 2.74 ms; 8 heads of 1024 x 64, 39.6 -> 39.3 ms,
+// and 40.6 ms with every block chunked.)
 constexpr int64_t kChunk = 32;
 constexpr int64_t kChunkedKeys = 256;
 struct Chunk {

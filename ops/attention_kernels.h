@@ -16,9 +16,10 @@
 // M is causal with the queries at positions query_offset + i (the last T of T_k positions, as
 // in generation with a KV cache): query i sees keys j <= query_offset + i, and with a window w
 // only j > query_offset + i - w. A block's scores take (64, T_k) scratch per thread, so memory
-// stays O(T d) per head, and every product is one GEMM over all the keys the block sees (masked
-// blocks are skipped whole; only the diagonal block computes entries it then zeroes). Row i
-// always sees itself, so l > 0 and lse is finite.
+// stays O(T d) per head. A block's products run by chunks of 32 rows, each over the keys up to
+// its last row's (a block of more than 256 keys as one product over all it sees): masked blocks
+// are skipped whole, and only the diagonal chunks compute entries they then zero. Row i always
+// sees itself, so l > 0 and lse is finite.
 
 #include <cstddef>
 #include <cstdint>
