@@ -60,34 +60,33 @@ void sum_rows_ld(const T* x, int64_t rows, int64_t cols, int64_t ld, T* y, Accum
     for (int64_t r = 0; r < rows; ++r) acc += CMapArr<T>(x + r * ld, cols);
     if (scale != 1) acc *= scale;
   } else {
-    // 32 columns at a time in registers (four of AVX-512's, eight of AVX2's), each summed in row
-    // order: a pass over memory, where an accumulator in memory had cost a load and a store an
-    // entry (the GPT step's bias gradients, 768 rows: 0.9% of its time).
-    constexpr int64_t kLanes = 32;
-    const int64_t whole = cols / kLanes * kLanes;
-    for (int64_t c = 0; c < whole; c += kLanes) {
-      Accum<T> lanes[kLanes] = {};
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* row = x + r * ld + c;
-#pragma GCC unroll 32
-        for (int64_t j = 0; j < kLanes; ++j) lanes[j] += row[j];
-      }
-#pragma GCC unroll 32
-      for (int64_t j = 0; j < kLanes; ++j) y[c + j] = static_cast<T>(scale * lanes[j]);
-    }
-    if (whole == cols) return;
-    x += whole;
-    y += whole;
-    cols -= whole;
-    // the rest kColumns columns at a time, so the accumulator lives on the stack
-    constexpr int64_t kColumns = 1024;
+    // kColumns columns at a time, their sums on the stack; rows kRowTile at a time, each group of
+    // kLanes columns of a row tile added with its sums in registers (four of AVX-512's, eight of
+    // AVX2's): the sums cost a load and a store a tile, not an entry, the rows are read along,
+    // a tile's few rows stay on the same pages, and each column is still summed in row order.
+    constexpr int64_t kColumns = 1024, kRowTile = 16, kLanes = 32;
     Accum<T> acc[kColumns];
     for (int64_t c = 0; c < cols; c += kColumns) {
-      const int64_t m = std::min(kColumns, cols - c);
+      const int64_t m = std::min(kColumns, cols - c), whole = m / kLanes * kLanes;
       std::fill(acc, acc + m, Accum<T>(0));
-      for (int64_t r = 0; r < rows; ++r) {  // vectorised by the compiler; Eigen 3.4's cast is not
-        const T* row = x + r * ld + c;
-        for (int64_t j = 0; j < m; ++j) acc[j] += row[j];
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
+        const int64_t r1 = std::min(rows, r0 + kRowTile);
+        for (int64_t j0 = 0; j0 < whole; j0 += kLanes) {
+          Accum<T> lanes[kLanes];
+#pragma GCC unroll 32
+          for (int64_t j = 0; j < kLanes; ++j) lanes[j] = acc[j0 + j];
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* row = x + r * ld + c + j0;
+#pragma GCC unroll 32
+            for (int64_t j = 0; j < kLanes; ++j) lanes[j] += row[j];
+          }
+#pragma GCC unroll 32
+          for (int64_t j = 0; j < kLanes; ++j) acc[j0 + j] = lanes[j];
+        }
+        for (int64_t r = r0; r < r1; ++r) {  // the columns past the last group
+          const T* row = x + r * ld + c;
+          for (int64_t j = whole; j < m; ++j) acc[j] += row[j];
+        }
       }
       for (int64_t j = 0; j < m; ++j) y[c + j] = static_cast<T>(scale * acc[j]);
     }

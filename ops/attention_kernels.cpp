@@ -259,27 +259,27 @@ void backward_entry(const AttentionDims& s, T sc, AttentionInputs<T> in, const T
     const Block b = block_at(s, i0);
     const int64_t n = b.keys;
     const T* P = block_weights(s, b, sc, in.q, kt, lse, kept, P_recomputed);
-    T* const dS = scores_grad;  // a block's dP, then its dS written over it
     for_chunks(s, b, [&](const Chunk& c) {
       const T* const P_c = P + c.r0 * n;
-      T* const dS_c = dS + c.r0 * n;
+      T* const grad_c = scores_grad + c.r0 * n;  // the chunk's dP, made its dS row by row
       const auto dO_c = view(dout + (i0 + c.r0) * s.ldo, c.rows, s.dv, s.ldo);
       gemm<T>(view(P_c, c.rows, c.keys, n).t(), dO_c,
               view(g.dv + b.lo * s.ldv, c.keys, s.dv, s.ldv), T(1), T(1));  // dV += P^T dO_i
-      gemm<T>(dO_c, view(vt + b.lo, s.dv, c.keys, ks), view(dS_c, c.rows, c.keys, n));  // dP
+      gemm<T>(dO_c, view(vt + b.lo, s.dv, c.keys, ks),
+              view(grad_c, c.rows, c.keys, n));  // dP = dO_i V^T
       // dS = P * (dP - D_i) scale, with D_i = sum_j P_ij dP_ij (= dO_i . O_i, O_i being
       // sum_j P_ij V_j): the chunk holds every key its rows see, and a hidden P_ij is 0. A row
       // that sees one key (P_ii = 1) gets D_i = dP_ii and dS_ii = 0 exactly, whichever product
       // made dP.
       for (int64_t r = 0; r < c.rows; ++r) {
-        T* ds = dS_c + r * n;  // holds dP until written
+        T* row = grad_c + r * n;
         const T* p = P_c + r * n;
-        const T Di = (CRow(p, c.keys) * CRow(ds, c.keys)).sum();
-        for (int64_t j = 0; j < c.keys; ++j) ds[j] = p[j] * (ds[j] - Di) * sc;
+        const T Di = (CRow(p, c.keys) * CRow(row, c.keys)).sum();
+        for (int64_t j = 0; j < c.keys; ++j) row[j] = p[j] * (row[j] - Di) * sc;
       }
-      gemm<T>(view(dS_c, c.rows, c.keys, n), view(in.k + b.lo * s.ldq, c.keys, s.d, s.ldq),
+      gemm<T>(view(grad_c, c.rows, c.keys, n), view(in.k + b.lo * s.ldq, c.keys, s.d, s.ldq),
               view(g.dq + (i0 + c.r0) * s.ldq, c.rows, s.d, s.ldq));  // dQ_i = dS K
-      gemm<T>(view(dS_c, c.rows, c.keys, n).t(),
+      gemm<T>(view(grad_c, c.rows, c.keys, n).t(),
               view(in.q + (i0 + c.r0) * s.ldq, c.rows, s.d, s.ldq),
               view(g.dk + b.lo * s.ldq, c.keys, s.d, s.ldq), T(1), T(1));  // dK += dS^T Q_i
     });

@@ -16,10 +16,12 @@
 // M is causal with the queries at positions query_offset + i (the last T of T_k positions, as
 // in generation with a KV cache): query i sees keys j <= query_offset + i, and with a window w
 // only j > query_offset + i - w. A block's scores take (64, T_k) scratch per thread, so memory
-// stays O(T d) per head. A block's products run by chunks of 32 rows, each over the keys up to
-// its last row's (a block of more than 256 keys as one product over all it sees): masked blocks
-// are skipped whole, and only the diagonal chunks compute entries they then zero. Row i always
-// sees itself, so l > 0 and lse is finite.
+// stays O(T d) per head. Masked blocks are skipped whole. In the forward and the backward a
+// block's products run by chunks of 32 rows, each over the keys up to its last row's, so the
+// keys after a chunk's rows are not computed; the entries computed and then zeroed are those of
+// the diagonal chunks, the keys left of a window's edge (a chunk starts at its block's first
+// key), and a block of more than 256 keys, which runs as one product. The dual pass chunks its
+// scores only. Row i always sees itself, so l > 0 and lse is finite.
 
 #include <cstddef>
 #include <cstdint>

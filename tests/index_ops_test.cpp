@@ -100,7 +100,8 @@ TEST(CrossEntropy, RowsSharedByTheTeamGiveTheSameBits) {
   const auto run = [&](int threads, bool create_graph) {
     tg::test::ThreadCount team(threads);
     // A buffer of dX's size left in the allocator's cache full of 3s, so that a row the kernel
-    // does not write shows.
+    // does not write shows (this thread's cache hands that block to dX: nothing else of its
+    // size is made in between).
     (void)tg::full({N, V}, 3.0, tg::Dtype::f32);
     const Tensor y = tg::cross_entropy(x, targets, -1);
     return std::pair{y, tg::grad({y}, {x}, {tg::scalar(0.7, tg::Dtype::f32)}, create_graph)[0]};

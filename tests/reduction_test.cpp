@@ -41,8 +41,8 @@ TEST(Reduction, Float32BroadcastBackwardIsExact) {
 }
 
 // Columns of 2^24 then ones: a float accumulator stays at 2^24. Exercises the column sums
-// (several outputs at once: 3 columns, and 40, 32 of them summed side by side in registers and 8
-// after them) and sum_to's general path (a trailing axis summed).
+// (several outputs at once: 3 columns; 40, 32 of them summed side by side in registers and 8
+// after them; 1100, past a block of 1024) and sum_to's general path (a trailing axis summed).
 void expect_exact_column_sums(int64_t C) {
   SCOPED_TRACE(std::to_string(C) + " columns");
   constexpr int64_t R = 1001;
@@ -60,12 +60,14 @@ void expect_exact_column_sums(int64_t C) {
     EXPECT_EQ(by_rows.at({c, 0}), exact);
   }
   const Tensor S = from_vector(v, {R * C}).to(Dtype::f32);
-  EXPECT_EQ(sum(S).item(), C * kBig + C * (R - 1));
+  // the exact total, rounded once to float32 (1100 columns' is past float's 24 bits)
+  EXPECT_EQ(sum(S).item(), static_cast<float>(C * kBig + C * (R - 1)));
 }
 
 TEST(Reduction, Float32ColumnSumsAreExact) {
   expect_exact_column_sums(3);
   expect_exact_column_sums(40);
+  expect_exact_column_sums(1100);
 }
 
 }  // namespace
