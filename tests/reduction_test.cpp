@@ -1,7 +1,8 @@
 // float32 reductions accumulate in double: a float running sum stops growing at 2^24 once its
 // increments fall below half an ulp (2e7 ones sum to 16777216 in float). Every case here sums
-// exactly representable values whose exact total is representable in float, so the result must
-// be exact; a float accumulator gets each of them wrong.
+// exactly representable values whose exact total is representable in float, or compares with
+// the exact total rounded once to float, so the result must be exact; a float accumulator gets
+// each of them wrong.
 
 #include <gtest/gtest.h>
 
