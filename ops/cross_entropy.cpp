@@ -75,12 +75,6 @@ void check_inputs(const Tensor& X, const Tensor& t, const CrossEntropyOptions& o
                        shapes());
 }
 
-// for_parts' third argument for a pass over N rows of V entries: every row on this thread below
-// kPassParallelFrom entries, else rows shared from two on.
-int64_t rows_serial_below(int64_t N, int64_t V) {
-  return N * V < detail::kPassParallelFrom ? N + 1 : 2;
-}
-
 // The derivative's constants (C = a / W and s above), per row and per class, in double.
 struct Coefficients {
   int64_t N = 0, V = 0;
@@ -114,7 +108,7 @@ double loss_and_coefficients(const Tensor& X, const Tensor& t, const CrossEntrop
           lses[n] = double(mx) + std::log(double((x - mx).exp().sum()));
         }
       },
-      rows_serial_below(N, V));
+      detail::pass_serial_below(V));
   double total = 0, W = 0;  // in double, so float32 loses nothing over long batches
   for (int64_t n = 0; n < N; ++n) {
     if (pt[n] == o.ignore_index) continue;
@@ -215,7 +209,7 @@ Tensor cross_entropy(const Tensor& X, const Tensor& targets, const CrossEntropyO
                   row *= g;
                 }
               },
-              rows_serial_below(c->N, V));
+              detail::pass_serial_below(V));
         });
         return {dX};
       })

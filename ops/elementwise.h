@@ -55,7 +55,7 @@ Tensor broadcast_binary(const char* op, const Tensor& a, const Tensor& b, F f) {
             for (int64_t o = first * inner; o < end * inner; o += inner)
               MapArr<T>(po + o, inner) = f(CMapArr<T>(pa + o, inner), CMapArr<T>(pb, inner));
           },
-          std::max<int64_t>(2, kPassParallelFrom / inner));
+          pass_serial_below(inner));
       return out;
     }
   }

@@ -64,7 +64,7 @@ void by_chunks(int64_t n, const F& f) {
       [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
       },
-      detail::kPassParallelFrom / kChunk);
+      detail::pass_serial_below(kChunk));
 }
 
 // The same gradients in one pass over the elements.

@@ -276,7 +276,7 @@ Grads layer_norm_kernel(const Tensor& X, const Tensor& W, const Tensor& B, const
           std::copy_n(db, C, partials + (2 * k + 1) * C);
         }
       },
-      std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C * kSumRows)));
+      detail::pass_serial_below(C * kSumRows));
   ArrD dw = ArrD::Zero(C), db = ArrD::Zero(C);
   for (int64_t k = 0; k < blocks && sums; ++k) {
     dw += Eigen::Map<const ArrD>(partials + 2 * k * C, C);
@@ -344,7 +344,7 @@ Tensor layer_norm(const Tensor& X, const Tensor& W, const Tensor& B, double eps,
                 row_tangent(w, rstd_d, xhat, tx).template cast<T>();
           }
         },
-        std::max<int64_t>(2, detail::kPassParallelFrom / std::max<int64_t>(1, C)));
+        detail::pass_serial_below(C));
   });
   return record("layer_norm", std::move(Y), {X, W, B}, where)
       .saves(X, W)

@@ -99,9 +99,7 @@ Grads backward_kernel(const Tensor& X, const Tensor& W, const Tensor& b, const T
             const int64_t c0 = begin * kColumns, c1 = std::min(out, end * kColumns);
             detail::sum_rows_ld<T>(dy + c0, rows, c1 - c0, out, pdb + c0);
           },
-          // for_parts runs one part on this thread below its third argument: below
-          // kPassParallelFrom entries always (blocks + 1), else from two blocks on
-          rows * out < detail::kPassParallelFrom ? blocks + 1 : 2);
+          detail::pass_serial_below(rows * kColumns));
     }
   });
   return {dX, dW, db};

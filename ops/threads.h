@@ -55,6 +55,15 @@ void for_parts(int64_t n, const F& f, int64_t serial_below = int64_t{1} << 18) {
 /// (docs/PERFORMANCE.md, "The GPT step on the Zen 5").
 inline constexpr int64_t kPassParallelFrom = int64_t{1} << 15;
 
+/// for_parts' `serial_below` for such a pass counted in units (rows, blocks, chunks) of
+/// `unit_entries` entries each: one part on the calling thread while the pass has fewer than
+/// kPassParallelFrom entries, else units shared from two on.
+inline int64_t pass_serial_below(int64_t unit_entries) {
+  const int64_t u = unit_entries < 1 ? 1 : unit_entries;
+  const int64_t units = (kPassParallelFrom + u - 1) / u;  // units * u < kPassParallelFrom below it
+  return units < 2 ? 2 : units;
+}
+
 /// The team for `wanted` threads when `cores` cores may be used and other processes kept
 /// `others_busy` of them busy: one per core that others used less than a quarter of, at least
 /// one. (The decision alone, for tests.)

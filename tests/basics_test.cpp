@@ -143,7 +143,7 @@ TEST(Factories, RngUniformIsTheStandardDistributionsStream) {
   // round up to 2^64 (taken as the largest double below 1), against generate_canonical itself
   // on an engine that returns the draw.
   struct Fixed {
-    using result_type = uint64_t;
+    using result_type [[maybe_unused]] = uint64_t;  // a URBG's, though libstdc++ reads none
     uint64_t v;
     static constexpr uint64_t min() { return 0; }
     static constexpr uint64_t max() { return UINT64_MAX; }

@@ -200,7 +200,9 @@ TEST(DualPass, AttentionAgreesWithTheRuleForEveryTangentSet) {
       EXPECT_LT(max_diff(pass, rule), 1e-12);
       // negative control: without one of its tangents (the lowest set bit) tO differs
       const int fewer = set & (set - 1);
-      if (fewer != 0) EXPECT_GT(max_diff(pass, tangent_out(fewer, true)), 1e-3);
+      if (fewer != 0) {
+        EXPECT_GT(max_diff(pass, tangent_out(fewer, true)), 1e-3);
+      }
     }
   }
 }

@@ -348,7 +348,9 @@ TEST(Dropout, FirstKeptDrawIsTheLeastDrawAtOrAboveTheRate) {
   for (const double p : rates) {
     const uint64_t k = tg::detail::first_kept_draw(p);
     EXPECT_GE(tg::Rng::unit(k), p) << "p " << p;
-    if (k > 0) EXPECT_LT(tg::Rng::unit(k - 1), p) << "p " << p;
+    if (k > 0) {
+      EXPECT_LT(tg::Rng::unit(k - 1), p) << "p " << p;
+    }
   }
   EXPECT_EQ(tg::detail::first_kept_draw(0.0), 0u);
   // 2^62 - 256 lies halfway between the doubles 2^62 - 512 and 2^62 and rounds to the even one,

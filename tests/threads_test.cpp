@@ -62,8 +62,7 @@ class BusyProcesses {
     for (int k = 0; k < n; ++k) {
       const pid_t pid = fork();
       if (pid == 0) {
-        for (volatile unsigned long i = 0;; i = i + 1) {
-        }
+        for (;;) __asm__ volatile("");  // spins (an empty asm counts as a side effect)
       }
       if (pid > 0) pids_.push_back(pid);
     }
