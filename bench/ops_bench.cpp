@@ -134,6 +134,34 @@ BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_FwdBwd, float)->Apply(mnist_sizes);
 BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_Fwd, double)->Apply(mnist_sizes);
 BENCHMARK_TEMPLATE(BM_Conv2d_MNIST_FwdBwd, double)->Apply(mnist_sizes);
 
+// gelu's exact (erf) form, PyTorch's default and nn::GELU()'s, on the op list's activation shape
+// (the list's gelu row is the tanh form, GPT-2's).
+template <class T>
+void run_gelu_erf(benchmark::State& st, bool backward) {
+  const tg::OpInfo* gelu = nullptr;
+  for (const tg::OpInfo& op : tg::op_list())
+    if (std::string(op.name) == "gelu") gelu = &op;
+  if (!gelu) {
+    st.SkipWithError("no gelu in the op list");
+    return;
+  }
+  tg::OpInfo info{"gelu", tg::OpKind::unary, tg::OpDomain::real, gelu->sample_shapes,
+                  [](const std::vector<tg::Tensor>& x) { return tg::gelu(x[0]); }};
+  run_op<T>(st, info, backward);
+}
+template <class T>
+void BM_GeluErf_Fwd(benchmark::State& st) {
+  run_gelu_erf<T>(st, false);
+}
+template <class T>
+void BM_GeluErf_FwdBwd(benchmark::State& st) {
+  run_gelu_erf<T>(st, true);
+}
+BENCHMARK_TEMPLATE(BM_GeluErf_Fwd, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_GeluErf_FwdBwd, float)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_GeluErf_Fwd, double)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_GeluErf_FwdBwd, double)->Unit(benchmark::kMicrosecond);
+
 const bool registered = [] {
   register_rows<float>("float");
   register_rows<double>("double");

@@ -14,6 +14,7 @@
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/add.h>
 #include <tapegrad/ops/erf.h>
+#include <tapegrad/ops/erf_kernel.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
@@ -67,9 +68,34 @@ void by_chunks(int64_t n, const F& f) {
       detail::pass_serial_below(kChunk));
 }
 
+static_assert(kChunk <= detail::kErfChunk);
+
+// float32's Phi(X) = erfc(-X / sqrt2) / 2, vectorised (ops/erf_kernel.h: its relative accuracy
+// holds in the left tail, where 1 + erf(X / sqrt2) cancels), and with `pdf` phi(X), n <= kChunk
+// entries. (phi is 0 past |X| = 14.5, where float's exp(-X^2 / 2) is 0, so that X = +-inf
+// gives inf * 0 = NaN in X phi, as glibc's exp does.)
+void normal_cdf(const float* x, float* cdf, float* pdf, int64_t n) {
+  detail::erfc_abs(x, float(kSqrt1_2), cdf, n);
+  for (int64_t i = 0; i < n; ++i) cdf[i] = x[i] > 0 ? 1.0f - 0.5f * cdf[i] : 0.5f * cdf[i];
+  if (!pdf) return;
+  for (int64_t i = 0; i < n; ++i) pdf[i] = (x[i] * x[i]) * -0.5f;
+  auto p = detail::MapArr<float>(pdf, n);
+  p = p.exp();  // (alone: Eigen's select over it went entry by entry, through glibc's expf)
+  for (int64_t i = 0; i < n; ++i)
+    pdf[i] = std::fabs(x[i]) > 14.5f ? 0.0f : pdf[i] * float(kInvSqrt2Pi);
+}
+
 // The same gradients in one pass over the elements.
 template <class T>
 void gelu_erf_kernel(const T* x, const T* dy, T* dx, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    Eigen::Array<float, kChunk, 1> cdf, pdf;
+    normal_cdf(x, cdf.data(), pdf.data(), n);
+    detail::MapArr<T>(dx, n) =
+        detail::CMapArr<T>(dy, n) *
+        (cdf.head(n) + detail::CMapArr<T>(x, n) * pdf.head(n));
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const T cdf = (std::erf(x[i] * T(kSqrt1_2)) + T(1)) * T(0.5);
     const T pdf = std::exp((x[i] * x[i]) * T(-0.5)) * T(kInvSqrt2Pi);
@@ -132,6 +158,15 @@ void gelu_tanh_forward(const T* px, T* py, int64_t n, const T* ptx, T* pty) {
 // The same for the erf form.
 template <class T>
 void gelu_erf_forward(const T* x, T* y, int64_t n, const T* tx, T* ty) {
+  if constexpr (std::is_same_v<T, float>) {
+    Eigen::Array<float, kChunk, 1> cdf, pdf;
+    normal_cdf(x, cdf.data(), tx ? pdf.data() : nullptr, n);
+    const auto xs = detail::CMapArr<T>(x, n);
+    detail::MapArr<T>(y, n) = xs * cdf.head(n);
+    if (tx)
+      detail::MapArr<T>(ty, n) = detail::CMapArr<T>(tx, n) * (cdf.head(n) + xs * pdf.head(n));
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const T e = std::erf(x[i] * T(kSqrt1_2));
     y[i] = x[i] * T(0.5) * (T(1) + e);

@@ -76,6 +76,127 @@ TEST(TrainingOps, ElementwiseEdgeValues) {
                "rsqrt");
 }
 
+// float32's exp checks its entries by blocks of 1,024 for any past Eigen's clamp (ops/exp.cpp),
+// the blocks shared among the threads past 2^15 entries: entries outside it in later blocks,
+// among ordinary ones, still take glibc's value exactly.
+TEST(TrainingOps, Float32ExpOutsideTheClampInLaterBlocks) {
+  std::vector<double> xv(40000);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.1 * double(i)) * 5;
+  xv[10] = 100;       // inf
+  xv[1500] = NAN;
+  xv[2100] = -100;    // a denormal float
+  xv[25000] = -kInf;  // 0; Eigen's clamp would give about 1e-38
+  xv[39999] = -88;    // under the clamp's bound, a normal number
+  const Tensor y = tg::exp(tg::from_vector(xv, {40000}, Dtype::f32));
+  const float* py = y.data<float>();
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const float want = std::exp(float(xv[i]));
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(py[i])) << i;
+    else if (std::isinf(want) || want < 1e-37f)
+      EXPECT_EQ(py[i], want) << "x = " << xv[i];
+    else
+      EXPECT_NEAR(py[i], want, 4e-7 * want) << "x = " << xv[i];
+  }
+  EXPECT_EQ(py[25000], 0.0f);
+  EXPECT_GT(py[2100], 0.0f);
+}
+
+// Units in the last place of float32 between `got` and the double `want`: |got - want| over the
+// spacing of floats at float(want).
+double float_ulps(float got, double want) {
+  const float w = float(want);
+  const float step = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity()) - std::fabs(w);
+  return std::fabs(double(got) - want) / double(step);
+}
+
+// The largest error in float32 units over xs, and where.
+std::pair<double, float> worst_ulps(const std::vector<float>& xs, const std::vector<float>& got,
+                                    const std::function<double(double)>& f) {
+  std::pair<double, float> worst{0, 0};
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double u = float_ulps(got[i], f(double(xs[i])));
+    if (u > worst.first) worst = {u, xs[i]};
+  }
+  return worst;
+}
+
+// float32's erf is vectorised (ops/erf_kernel.h): within 4 units in the last place of the exact
+// erf (glibc's, in double) over a fine grid of [-10, 10], tiny and denormal arguments, ties of
+// sign, and the series' and the erfc form's meeting at 1/2; +-0, +-inf and NaN as glibc's.
+// Negative control: results 6 units off are seen.
+TEST(TrainingOps, Float32ErfWithinFourUnitsInTheLastPlace) {
+  std::vector<float> xs;
+  for (int i = -400000; i <= 400000; ++i) xs.push_back(float(i) * 2.5e-5f);
+  for (float v = 1e-44f; v < 1e-2f; v *= 1.37f) {
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  for (float v : {0.5f, std::nextafter(0.5f, 0.0f), 9.2f, 9.3f, 9.4f, 30.0f, 1e30f}) {
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  const int64_t n = int64_t(xs.size());
+  std::vector<double> xd(xs.begin(), xs.end());
+  const auto got = tg::erf(tg::from_vector(xd, {n}, Dtype::f32)).to_vector();
+  const std::vector<float> gf(got.begin(), got.end());
+  const auto erf = [](double v) { return std::erf(v); };
+  const auto [worst, at] = worst_ulps(xs, gf, erf);
+  EXPECT_LE(worst, 4.0) << "at x = " << at;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    EXPECT_EQ(std::signbit(gf[i]), std::signbit(xs[i])) << "x = " << xs[i];
+  std::vector<float> off(gf);
+  for (float& v : off)
+    for (int k = 0; k < 6; ++k) v = std::nextafter(v, 0.0f);
+  EXPECT_GT(worst_ulps(xs, off, erf).first, 4.0);  // negative control
+  const auto edge =
+      tg::erf(tg::from_vector({0.0, -0.0, kInf, -kInf, NAN}, {5}, Dtype::f32)).to_vector();
+  EXPECT_EQ(edge[0], 0.0);
+  EXPECT_TRUE(std::signbit(edge[1]));
+  EXPECT_EQ(edge[2], 1.0);
+  EXPECT_EQ(edge[3], -1.0);
+  EXPECT_TRUE(std::isnan(edge[4]));
+}
+
+// float32's exact gelu computes Phi(x) as erfc(-x / sqrt 2) / 2 (ops/gelu.cpp): relatively
+// accurate in the left tail, where 1 + erf(x / sqrt 2) in float cancels. Y and dX (dY random)
+// within 2e-5 relative of float64's over [-12, 8] (x / sqrt 2's own rounding costs up to 1e-5 at
+// -12); the cancelling form, evaluated here with glibc's erff, is off by far more there
+// (negative control). And +-inf, NaN as before: gelu(-inf) = -inf * 0 is NaN, as PyTorch's.
+TEST(TrainingOps, Float32ExactGeluKeepsItsRelativeAccuracyInTheTail) {
+  std::vector<double> xd;
+  for (int i = 0; i <= 4000; ++i) xd.push_back(-12.0 + 20.0 * i / 4000.0);
+  const int64_t n = int64_t(xd.size());
+  for (double& v : xd) v = double(float(v));
+  tg::Rng rng(3);
+  const Tensor dy = tg::randn({n}, rng, Dtype::f32);
+  const Tensor x = tg::from_vector(xd, {n}, Dtype::f32).set_requires_grad();
+  const Tensor y = tg::gelu(x);
+  tg::sum(tg::mul(y, dy)).backward();
+  const auto yv = y.to_vector(), gv = x.grad().to_vector(), dyv = dy.to_vector();
+  const double kSqrt1_2 = std::sqrt(0.5), kInvSqrt2Pi = 1 / std::sqrt(2 * M_PI);
+  double worst_y = 0, worst_g = 0, worst_cancelling = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xd[i];
+    const double cdf = 0.5 * std::erfc(-v * kSqrt1_2), pdf = std::exp(-0.5 * v * v) * kInvSqrt2Pi;
+    const double want_y = v * cdf, want_g = dyv[i] * (cdf + v * pdf);
+    if (want_y != 0) worst_y = std::max(worst_y, std::fabs(yv[i] - want_y) / std::fabs(want_y));
+    if (want_g != 0) worst_g = std::max(worst_g, std::fabs(gv[i] - want_g) / std::fabs(want_g));
+    const float fv = float(v);
+    const float cancelling = 0.5f * fv * (1.0f + std::erf(fv * float(kSqrt1_2)));
+    if (want_y != 0)
+      worst_cancelling = std::max(worst_cancelling, std::fabs(cancelling - want_y) / std::fabs(want_y));
+  }
+  EXPECT_LT(worst_y, 2e-5);
+  EXPECT_LT(worst_g, 2e-5);
+  EXPECT_GT(worst_cancelling, 1e-2);  // negative control
+  const auto edge = tg::gelu(tg::from_vector({kInf, -kInf, NAN, 0.0}, {4}, Dtype::f32)).to_vector();
+  EXPECT_EQ(edge[0], kInf);
+  EXPECT_TRUE(std::isnan(edge[1]));
+  EXPECT_TRUE(std::isnan(edge[2]));
+  EXPECT_EQ(edge[3], 0.0);
+}
+
 TEST(TrainingOps, DivBroadcastsLikeLoops) {
   tg::Rng rng(2);
   const Tensor a = tg::randn({2, 3, 4}, rng), b = tg::uniform({3, 1}, rng, 0.5, 2.0);
