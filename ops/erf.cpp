@@ -20,7 +20,10 @@ namespace tg {
 
 namespace detail {
 
-void erfc_abs(const float* x, float scale, float* pe, int64_t n) {
+void erfc_abs(const float* x, bool over_sqrt2, float* pe, int64_t n) {
+  // a (rounded) is only the fit's variable; a^2 = x^2 k, k = 1 or 1/2, is kept exact below.
+  const float scale = over_sqrt2 ? float(std::numbers::sqrt2 / 2) : 1.0f;
+  const float k = over_sqrt2 ? 0.5f : 1.0f;
   Eigen::Array<float, kErfChunk, 1> tb, sb, cb;
   auto s = sb.head(n);
   float *t = tb.data(), *c = cb.data();
@@ -37,10 +40,11 @@ void erfc_abs(const float* x, float scale, float* pe, int64_t n) {
                                       ti * (-1.13520398f +
                                             ti * (1.48851587f +
                                                   ti * (-0.82215223f + ti * 0.17087277f))))))));
-    // a^2 = hi + lo exactly (lo by FMA), and p - hi = si + err exactly (TwoSum): the argument
-    // is si + (err - lo) to within a rounding of that small sum, and exp(si) (1 + err - lo) its
-    // exponential.
-    const float hi = a * a, lo = std::fma(a, a, -hi);
+    // a^2 = hi + lo exactly (lo by FMA; times k, a power of two), and p - hi = si + err exactly
+    // (TwoSum): the argument is si + (err - lo) to within a rounding of that small sum, and
+    // exp(si) (1 + err - lo) its exponential.
+    const float x2 = x[i] * x[i];
+    const float hi = x2 * k, lo = std::fma(x[i], x[i], -x2) * k;
     const float si = p - hi, bp = si + hi;
     const float err = (-hi - (si - bp)) + (p - bp);
     t[i] = ti;
@@ -58,7 +62,7 @@ void erfc_abs(const float* x, float scale, float* pe, int64_t n) {
 void erf_values(const float* x, float* y, int64_t n) {
   Eigen::Array<float, kErfChunk, 1> eb;
   float* e = eb.data();
-  erfc_abs(x, 1.0f, e, n);
+  erfc_abs(x, false, e, n);
   for (int64_t i = 0; i < n; ++i) {
     // Below 1/2, the series 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320 +
     // x^13/9360) (its next term under 3e-9 of the sum); past it, 1 - erfc(|x|) with x's sign.

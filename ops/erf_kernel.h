@@ -16,9 +16,10 @@ namespace tg::detail {
 /// Entries the kernels below take at most per call (their temporaries on the stack).
 inline constexpr int64_t kErfChunk = 512;
 
-/// e[i] = erfc(|x[i]| scale) (|x[i]| scale rounded to float first) for n <= kErfChunk entries,
-/// scale > 0; NaN gives NaN.
-void erfc_abs(const float* x, float scale, float* e, int64_t n);
+/// e[i] = erfc(|x[i]|), or erfc(|x[i]| / sqrt 2) when `over_sqrt2` (gelu's Phi), for n <=
+/// kErfChunk entries; NaN gives NaN. The square in exp's argument is x^2 or x^2 / 2 exactly,
+/// never the square of a rounded |x| / sqrt 2.
+void erfc_abs(const float* x, bool over_sqrt2, float* e, int64_t n);
 /// y[i] = erf(x[i]) for n <= kErfChunk entries (y may be x).
 void erf_values(const float* x, float* y, int64_t n);
 
