@@ -5,13 +5,36 @@
 // all relative accuracy in erfc's tail, which gelu's Phi(x) = erfc(-x / sqrt 2) / 2 is for
 // x < 0. Here erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a / 2) (Numerical Recipes' Chebyshev
 // fit, relative error below 1.2e-7), with a^2 split exactly into two floats so that exp's
-// argument keeps every digit: relative error below 4e-7 for erfc over a in [0, 9.3) (float's
-// erfc is at most a denormal past it, taken as 0), and erf within 3 units in the last place
-// (near 0 by its series). float64 keeps glibc's erf.
+// argument keeps every digit: relative error below 6e-7 for erfc over a in [0, 9.19) (float's
+// erfc is a denormal past it, taken as 0), and erf within 3 units in the last place (near 0 by
+// its series, to 0.7). float64 keeps glibc's erf. The loops' choices are bit masks (pick), not
+// ?: on floats, which GCC keeps as branches for AVX2 (and then does not vectorise the loop).
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace tg::detail {
+
+/// c ? a : b, branch-free (both are computed anyway): a loop of these vectorises on AVX2 too.
+inline float pick(bool c, float a, float b) {
+  const uint32_t m = 0u - uint32_t(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
+/// x^2 = hi + lo exactly (barring overflow): lo by FMA where the CPU has one, else by Veltkamp's
+/// split of x into halves whose products are exact (a build without -march: std::fma would be a
+/// call per entry there).
+inline void exact_square(float x, float& hi, float& lo) {
+  hi = x * x;
+#ifdef __FMA__
+  lo = std::fma(x, x, -hi);
+#else
+  const float c = 4097.0f * x;  // 2^12 + 1
+  const float xh = c - (c - x), xl = x - xh;
+  lo = ((xh * xh - hi) + 2.0f * xh * xl) + xl * xl;
+#endif
+}
 
 /// Entries the kernels below take at most per call (their temporaries on the stack).
 inline constexpr int64_t kErfChunk = 512;

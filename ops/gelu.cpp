@@ -72,20 +72,27 @@ static_assert(kChunk <= detail::kErfChunk);
 
 // float32's Phi(X) = erfc(-X / sqrt2) / 2, vectorised (ops/erf_kernel.h: its relative accuracy
 // holds in the left tail, where 1 + erf(X / sqrt2) cancels), and with `pdf` phi(X), n <= kChunk
-// entries. (phi is 0 past |X| = 14.5, where float's exp(-X^2 / 2) is 0, so that X = +-inf
-// gives inf * 0 = NaN in X phi, as glibc's exp does.)
+// entries. (phi is 0 from |X| = 13.2 on, where exp(-X^2 / 2) leaves float's normal numbers:
+// Eigen's exp clamps there differently for AVX2 and AVX-512; and X = +-inf then gives inf * 0 =
+// NaN in X phi, as glibc's exp does.)
 void normal_cdf(const float* x, float* cdf, float* pdf, int64_t n) {
   detail::erfc_abs(x, true, cdf, n);
-  for (int64_t i = 0; i < n; ++i) cdf[i] = x[i] > 0 ? 1.0f - 0.5f * cdf[i] : 0.5f * cdf[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float h = 0.5f * cdf[i];
+    cdf[i] = detail::pick(x[i] > 0, 1.0f - h, h);
+  }
   if (!pdf) return;
-  // exp(-X^2 / 2) as exp(-h / 2) (1 - l / 2) for X^2 = h + l exactly (l by FMA): no digit of
-  // the argument lost to the rounding of X^2 (4e-6 relative at |X| = 12).
+  // exp(-X^2 / 2) as exp(-h / 2) (1 - l / 2) for X^2 = h + l exactly: no digit of the argument
+  // lost to the rounding of X^2 (4e-6 relative at |X| = 12).
   for (int64_t i = 0; i < n; ++i) pdf[i] = (x[i] * x[i]) * -0.5f;
   auto p = detail::MapArr<float>(pdf, n);
   p = p.exp();  // (alone: Eigen's select over it went entry by entry, through glibc's expf)
   for (int64_t i = 0; i < n; ++i) {
-    const float h = x[i] * x[i], l = std::fma(x[i], x[i], -h) * -0.5f;
-    pdf[i] = std::fabs(x[i]) > 14.5f ? 0.0f : std::fma(pdf[i], l, pdf[i]) * float(kInvSqrt2Pi);
+    float h, l;
+    detail::exact_square(x[i], h, l);
+    l *= -0.5f;
+    const float phi = (pdf[i] + pdf[i] * l) * float(kInvSqrt2Pi);
+    pdf[i] = detail::pick(std::fabs(x[i]) >= 13.2f, 0.0f, phi);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -52,27 +53,35 @@ Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
   });
 }
 
+// The slice's exps go through `scratch` (r.n entries, contiguous): detail::exp_into is
+// vectorised and makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen
+// select around the exp went entry by entry through glibc's exp: 5 times PyTorch's time.)
 template <class T, class In, class Out>
-void log_softmax_slice(const In& x, Out&& y) {
+void log_softmax_slice(const In& x, Out&& y, T* scratch) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const T mx = x.template maxCoeff<Eigen::PropagateNaN>();
   if (mx == ninf) {
     y.setConstant(ninf);
     return;
   }
-  // Masked entries add exactly 0 to the sum (Eigen's exp(-inf) is a denormal, not 0).
-  const T lse = std::log((x == ninf).select(T(0), (x - mx).exp()).sum());
+  auto e = detail::MapArr<T>(scratch, x.size());
+  e = x - mx;
+  detail::exp_into(scratch, scratch, x.size());
+  const T lse = std::log(e.sum());
   y = (x - mx) - lse;  // -inf stays -inf; NaN or +inf in the slice give NaN, as in PyTorch
 }
 
 template <class T, class In, class Out>
-void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx) {
+void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx, T* scratch) {
   const T ninf = -std::numeric_limits<T>::infinity();
   if ((y == ninf).all()) {
     dx.setZero();
     return;
   }
-  dx = dy - (y == ninf).select(T(0), y.exp()) * dy.sum();
+  auto e = detail::MapArr<T>(scratch, y.size());
+  e = y;
+  detail::exp_into(scratch, scratch, y.size());
+  dx = dy - e * dy.sum();
 }
 
 }  // namespace
@@ -84,16 +93,25 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
     if (X.numel() == 0) return;
-    if (r.inner == 1) {  // the last axis: contiguous slices, the fast path
-      const int64_t n = r.n;
-      for (int64_t o = 0; o < r.outer; ++o)
-        log_softmax_slice<T>(detail::CMapArr<T>(X.data<T>() + o * n, n),
-                             detail::MapArr<T>(Y.data<T>() + o * n, n));
+    const int64_t n = r.n;
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    if (r.inner == 1) {  // the last axis: contiguous slices, the fast path, rows on the team
+      detail::for_parts(
+          r.outer,
+          [&](int64_t begin, int64_t end) {
+            std::vector<T> scratch(static_cast<std::size_t>(n));
+            for (int64_t o = begin; o < end; ++o)
+              log_softmax_slice<T>(detail::CMapArr<T>(x + o * n, n),
+                                   detail::MapArr<T>(y + o * n, n), scratch.data());
+          },
+          detail::pass_serial_below(n));
       return;
     }
+    std::vector<T> scratch(static_cast<std::size_t>(n));
     for_each_slice(r, [&](int64_t, int64_t start) {
-      log_softmax_slice<T>(CSlice<T>(X.data<T>() + start, r.n, Stride(r.inner)),
-                           Slice<T>(Y.data<T>() + start, r.n, Stride(r.inner)));
+      log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
+                           Slice<T>(y + start, n, Stride(r.inner)), scratch.data());
     });
   });
   return record("log_softmax", std::move(Y), {X}, where)
@@ -108,17 +126,25 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
           if (Y.numel() == 0) return;
           if (r.inner == 1) {
             const int64_t n = r.n;
-            for (int64_t o = 0; o < r.outer; ++o)
-              log_softmax_grad_slice<T>(detail::CMapArr<T>(Y.data<T>() + o * n, n),
-                                        detail::CMapArr<T>(dY.data<T>() + o * n, n),
-                                        detail::MapArr<T>(dX.data<T>() + o * n, n));
+            detail::for_parts(
+                r.outer,
+                [&](int64_t begin, int64_t end) {
+                  std::vector<T> scratch(static_cast<std::size_t>(n));
+                  for (int64_t o = begin; o < end; ++o)
+                    log_softmax_grad_slice<T>(detail::CMapArr<T>(Y.data<T>() + o * n, n),
+                                              detail::CMapArr<T>(dY.data<T>() + o * n, n),
+                                              detail::MapArr<T>(dX.data<T>() + o * n, n),
+                                              scratch.data());
+                },
+                detail::pass_serial_below(n));
             return;
           }
+          std::vector<T> scratch(static_cast<std::size_t>(r.n));
           for_each_slice(r, [&](int64_t, int64_t start) {
             const Stride s(r.inner);
             log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, r.n, s),
                                       CSlice<T>(dY.data<T>() + start, r.n, s),
-                                      Slice<T>(dX.data<T>() + start, r.n, s));
+                                      Slice<T>(dX.data<T>() + start, r.n, s), scratch.data());
           });
         });
         return {dX};

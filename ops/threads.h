@@ -56,8 +56,8 @@ void for_parts(int64_t n, const F& f, int64_t serial_below = int64_t{1} << 18) {
 inline constexpr int64_t kPassParallelFrom = int64_t{1} << 15;
 
 /// for_parts' `serial_below` for such a pass counted in units (rows, blocks, chunks) of
-/// `unit_entries` entries each: one part on the calling thread while the pass has fewer than
-/// kPassParallelFrom entries, else units shared from two on.
+/// `unit_entries` entries each: one part on the calling thread while units * unit_entries is
+/// under kPassParallelFrom (a last partial unit counted whole), else units shared from two on.
 inline int64_t pass_serial_below(int64_t unit_entries) {
   const int64_t u = unit_entries < 1 ? 1 : unit_entries;
   const int64_t units = (kPassParallelFrom + u - 1) / u;  // units * u < kPassParallelFrom below it

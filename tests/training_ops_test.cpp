@@ -82,11 +82,11 @@ TEST(TrainingOps, ElementwiseEdgeValues) {
 TEST(TrainingOps, Float32ExpOutsideTheClampInLaterBlocks) {
   std::vector<double> xv(40000);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.1 * double(i)) * 5;
-  xv[10] = 100;       // inf
+  xv[10] = 100;       // inf (Eigen's clamp gives a finite number)
   xv[1500] = NAN;
-  xv[2100] = -100;    // a denormal float
-  xv[25000] = -kInf;  // 0; Eigen's clamp would give about 1e-38
-  xv[39999] = -88;    // under the clamp's bound, a normal number
+  xv[2100] = -100;    // a denormal float (Eigen's clamp gives a normal one, or 0)
+  xv[25000] = -kInf;  // 0
+  xv[39999] = -88;    // a denormal float, past the check's bound of -87
   const Tensor y = tg::exp(tg::from_vector(xv, {40000}, Dtype::f32));
   const float* py = y.data<float>();
   for (std::size_t i = 0; i < xv.size(); ++i) {
@@ -106,7 +106,8 @@ TEST(TrainingOps, Float32ExpOutsideTheClampInLaterBlocks) {
 // spacing of floats at float(want).
 double float_ulps(float got, double want) {
   const float w = float(want);
-  const float step = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity()) - std::fabs(w);
+  const float up = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity());
+  const float step = up - std::fabs(w);
   return std::fabs(double(got) - want) / double(step);
 }
 
@@ -162,7 +163,8 @@ TEST(TrainingOps, Float32ErfWithinFourUnitsInTheLastPlace) {
 // accurate in the left tail, where 1 + erf(x / sqrt 2) in float cancels, its exps' arguments
 // x^2 / 2 kept exact. Y and dX (dY random) within 1e-6 relative of float64's over [-12, 8] (4.9e-7
 // and 3.6e-7 the worst seen; the squares of rounded values cost up to 4e-6 at -12); the
-// cancelling form, evaluated here with glibc's erff, is off by far more there (negative control). And +-inf, NaN as before: gelu(-inf) = -inf * 0 is NaN, as PyTorch's.
+// cancelling form, evaluated here with glibc's erff, is off by far more there (negative
+// control). And +-inf, NaN as before: gelu(-inf) = -inf * 0 is NaN, as PyTorch's.
 TEST(TrainingOps, Float32ExactGeluKeepsItsRelativeAccuracyInTheTail) {
   std::vector<double> xd;
   for (int i = 0; i <= 4000; ++i) xd.push_back(-12.0 + 20.0 * i / 4000.0);
@@ -178,7 +180,8 @@ TEST(TrainingOps, Float32ExactGeluKeepsItsRelativeAccuracyInTheTail) {
   double worst_y = 0, worst_g = 0, worst_cancelling = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double v = xd[i];
-    const double cdf = 0.5 * std::erfc(-v * kSqrt1_2), pdf = std::exp(-0.5 * v * v) * kInvSqrt2Pi;
+    const double cdf = 0.5 * std::erfc(-v * kSqrt1_2);
+    const double pdf = std::exp(-0.5 * v * v) * kInvSqrt2Pi;
     const double want_y = v * cdf, want_g = dyv[i] * (cdf + v * pdf);
     if (want_y != 0) worst_y = std::max(worst_y, std::fabs(yv[i] - want_y) / std::fabs(want_y));
     // (dX relative to its terms' size: Phi + X phi crosses 0 near X = -0.75, gelu's minimum.)
@@ -187,16 +190,36 @@ TEST(TrainingOps, Float32ExactGeluKeepsItsRelativeAccuracyInTheTail) {
     const float fv = float(v);
     const float cancelling = 0.5f * fv * (1.0f + std::erf(fv * float(kSqrt1_2)));
     if (want_y != 0)
-      worst_cancelling = std::max(worst_cancelling, std::fabs(cancelling - want_y) / std::fabs(want_y));
+      worst_cancelling =
+          std::max(worst_cancelling, std::fabs(cancelling - want_y) / std::fabs(want_y));
   }
   EXPECT_LT(worst_y, 1e-6);
   EXPECT_LT(worst_g, 1e-6);
   EXPECT_GT(worst_cancelling, 1e-2);  // negative control
-  const auto edge = tg::gelu(tg::from_vector({kInf, -kInf, NAN, 0.0}, {4}, Dtype::f32)).to_vector();
+  const auto edge =
+      tg::gelu(tg::from_vector({kInf, -kInf, NAN, 0.0}, {4}, Dtype::f32)).to_vector();
   EXPECT_EQ(edge[0], kInf);
   EXPECT_TRUE(std::isnan(edge[1]));
   EXPECT_TRUE(std::isnan(edge[2]));
   EXPECT_EQ(edge[3], 0.0);
+}
+
+// float32's erf, exact gelu (forward and backward) and exp past 2^15 entries: their chunks and
+// blocks start at fixed multiples whatever the team, so one thread and two give the same bits.
+TEST(TrainingOps, Float32ErfGeluAndExpGiveTheSameBitsOnOneThreadAndTwo) {
+  tg::Rng rng(5);
+  const Tensor x = tg::randn({70001}, rng, Dtype::f32, 4.0);
+  const Tensor dy = tg::randn({70001}, rng, Dtype::f32);
+  const auto run = [&](int threads) {
+    const tg::test::ThreadCount count(threads);
+    const Tensor xr = x.detach().set_requires_grad();
+    const Tensor g = tg::gelu(xr);
+    tg::sum(tg::mul(g, dy)).backward();
+    return std::vector<Tensor>{tg::erf(x), g.detach(), xr.grad(), tg::exp(x)};
+  };
+  const auto one = run(1), two = run(2);
+  for (std::size_t k = 0; k < one.size(); ++k)
+    EXPECT_TRUE(tg::test::same_bytes(one[k], two[k])) << "output " << k;
 }
 
 TEST(TrainingOps, DivBroadcastsLikeLoops) {
