@@ -53,6 +53,11 @@ Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
   });
 }
 
+// A slice's scratch row: Eigen's own array, aligned alike wherever it is made, so that the sum
+// over it (vectorised from its first aligned entry) takes the same order on every thread.
+template <class T>
+using ArrayOf = Eigen::Array<T, Eigen::Dynamic, 1>;
+
 // The slice's exps go through `scratch` (r.n entries, contiguous): detail::exp_into is
 // vectorised and makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen
 // select around the exp went entry by entry through glibc's exp: 5 times PyTorch's time.)
@@ -100,7 +105,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
       detail::for_parts(
           r.outer,
           [&](int64_t begin, int64_t end) {
-            std::vector<T> scratch(static_cast<std::size_t>(n));
+            ArrayOf<T> scratch(n);
             for (int64_t o = begin; o < end; ++o)
               log_softmax_slice<T>(detail::CMapArr<T>(x + o * n, n),
                                    detail::MapArr<T>(y + o * n, n), scratch.data());
@@ -108,7 +113,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
           detail::pass_serial_below(n));
       return;
     }
-    std::vector<T> scratch(static_cast<std::size_t>(n));
+    ArrayOf<T> scratch(n);
     for_each_slice(r, [&](int64_t, int64_t start) {
       log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
                            Slice<T>(y + start, n, Stride(r.inner)), scratch.data());
@@ -129,7 +134,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
             detail::for_parts(
                 r.outer,
                 [&](int64_t begin, int64_t end) {
-                  std::vector<T> scratch(static_cast<std::size_t>(n));
+                  ArrayOf<T> scratch(n);
                   for (int64_t o = begin; o < end; ++o)
                     log_softmax_grad_slice<T>(detail::CMapArr<T>(Y.data<T>() + o * n, n),
                                               detail::CMapArr<T>(dY.data<T>() + o * n, n),
@@ -139,7 +144,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
                 detail::pass_serial_below(n));
             return;
           }
-          std::vector<T> scratch(static_cast<std::size_t>(r.n));
+          ArrayOf<T> scratch(r.n);
           for_each_slice(r, [&](int64_t, int64_t start) {
             const Stride s(r.inner);
             log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, r.n, s),

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
@@ -62,8 +61,9 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
           detail::pass_serial_below(n));
       return;
     }
-    // Another axis: each slice gathered into a contiguous row, and scattered back.
-    std::vector<T> row(static_cast<std::size_t>(n));
+    // Another axis: each slice gathered into a contiguous row, and scattered back (Eigen's own
+    // array: aligned alike on every call, so its sum takes the same order).
+    Eigen::Array<T, Eigen::Dynamic, 1> row(n);
     for (int64_t o = 0; o < r.outer; ++o)
       for (int64_t i = 0; i < r.inner; ++i) {
         const int64_t at = o * n * r.inner + i;

@@ -205,17 +205,24 @@ TEST(TrainingOps, Float32ExactGeluKeepsItsRelativeAccuracyInTheTail) {
 }
 
 // float32's erf, exact gelu (forward and backward) and exp past 2^15 entries: their chunks and
-// blocks start at fixed multiples whatever the team, so one thread and two give the same bits.
-TEST(TrainingOps, Float32ErfGeluAndExpGiveTheSameBitsOnOneThreadAndTwo) {
+// blocks start at fixed multiples whatever the team, so one thread and two give the same bits;
+// softmax's and log_softmax's rows (forward and kernels) each go whole to one thread.
+TEST(TrainingOps, Float32ErfGeluExpAndSoftmaxGiveTheSameBitsOnOneThreadAndTwo) {
   tg::Rng rng(5);
   const Tensor x = tg::randn({70001}, rng, Dtype::f32, 4.0);
   const Tensor dy = tg::randn({70001}, rng, Dtype::f32);
+  const Tensor s = tg::randn({301, 130}, rng, Dtype::f32, 3.0);
+  const Tensor ds = tg::randn({301, 130}, rng, Dtype::f32);
   const auto run = [&](int threads) {
     const tg::test::ThreadCount count(threads);
     const Tensor xr = x.detach().set_requires_grad();
     const Tensor g = tg::gelu(xr);
     tg::sum(tg::mul(g, dy)).backward();
-    return std::vector<Tensor>{tg::erf(x), g.detach(), xr.grad(), tg::exp(x)};
+    const Tensor sr = s.detach().set_requires_grad();
+    const Tensor p = tg::softmax(sr), lp = tg::log_softmax(sr);
+    tg::sum(tg::add(tg::mul(p, ds), tg::mul(lp, ds))).backward();
+    return std::vector<Tensor>{tg::erf(x), g.detach(), xr.grad(), tg::exp(x),
+                               p.detach(), lp.detach(), sr.grad()};
   };
   const auto one = run(1), two = run(2);
   for (std::size_t k = 0; k < one.size(); ++k)
