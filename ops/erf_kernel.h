@@ -5,8 +5,9 @@
 // all relative accuracy in erfc's tail, which gelu's Phi(x) = erfc(-x / sqrt 2) / 2 is for
 // x < 0. Here erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a / 2) (Numerical Recipes' Chebyshev
 // fit, relative error below 1.2e-7), with a^2 split exactly into two floats so that exp's
-// argument keeps every digit: relative error below 6e-7 for erfc over a in [0, 9.19) (float's
-// erfc is a denormal past it, taken as 0), and erf within 3 units in the last place (near 0 by
+// argument keeps every digit: relative error below 7e-7 for erfc over a in [0, 9.19) (Eigen's
+// exp is less exact with AVX-512 than with AVX2; past 9.19 erfc is at the edge of float's normal
+// numbers or below, taken as 0), and erf within 3 units in the last place (near 0 by
 // its series, to 0.7). float64 keeps glibc's erf. The loops' choices are bit masks (pick), not
 // ?: on floats, which GCC keeps as branches for AVX2 (and then does not vectorise the loop).
 
@@ -22,7 +23,7 @@ inline float pick(bool c, float a, float b) {
   return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
 }
 
-/// x^2 = hi + lo exactly (barring overflow): lo by FMA where the CPU has one, else by Veltkamp's
+/// x^2 = hi + lo exactly (barring overflow, and underflow below |x| = 2^-51): lo by FMA where the CPU has one, else by Veltkamp's
 /// split of x into halves whose products are exact (a build without -march: std::fma would be a
 /// call per entry there).
 inline void exact_square(float x, float& hi, float& lo) {

@@ -72,7 +72,7 @@ static_assert(kChunk <= detail::kErfChunk);
 
 // float32's Phi(X) = erfc(-X / sqrt2) / 2, vectorised (ops/erf_kernel.h: its relative accuracy
 // holds in the left tail, where 1 + erf(X / sqrt2) cancels), and with `pdf` phi(X), n <= kChunk
-// entries. (phi is 0 from |X| = 13.2 on, where exp(-X^2 / 2) leaves float's normal numbers:
+// entries. (phi is 0 from |X| = 13.2 on, about where it leaves float's normal numbers:
 // Eigen's exp clamps there differently for AVX2 and AVX-512; and X = +-inf then gives inf * 0 =
 // NaN in X phi, as glibc's exp does.)
 void normal_cdf(const float* x, float* cdf, float* pdf, int64_t n) {

@@ -58,6 +58,16 @@ Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
 template <class T>
 using ArrayOf = Eigen::Array<T, Eigen::Dynamic, 1>;
 
+// A slice's sum in the same order wherever it starts: by detail::row_sum when it is contiguous
+// (Eigen's would start its packets at the first aligned entry), else Eigen's (one by one).
+template <class A>
+auto slice_sum(const A& a) {
+  if constexpr (A::InnerStrideAtCompileTime == 1)
+    return detail::row_sum(a.data(), a.size());
+  else
+    return a.sum();
+}
+
 // The slice's exps go through `scratch` (r.n entries, contiguous): detail::exp_into is
 // vectorised and makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen
 // select around the exp went entry by entry through glibc's exp: 5 times PyTorch's time.)
@@ -72,7 +82,7 @@ void log_softmax_slice(const In& x, Out&& y, T* scratch) {
   auto e = detail::MapArr<T>(scratch, x.size());
   e = x - mx;
   detail::exp_into(scratch, scratch, x.size());
-  const T lse = std::log(e.sum());
+  const T lse = std::log(detail::row_sum(scratch, x.size()));
   y = (x - mx) - lse;  // -inf stays -inf; NaN or +inf in the slice give NaN, as in PyTorch
 }
 
@@ -86,7 +96,7 @@ void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx, T* scratch) {
   auto e = detail::MapArr<T>(scratch, y.size());
   e = y;
   detail::exp_into(scratch, scratch, y.size());
-  dx = dy - e * dy.sum();
+  dx = dy - e * slice_sum(dy);
 }
 
 }  // namespace
