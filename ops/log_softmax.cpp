@@ -11,6 +11,7 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/axis_columns.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
@@ -23,8 +24,6 @@ namespace tg {
 namespace {
 
 using Stride = Eigen::InnerStride<Eigen::Dynamic>;
-template <class T>
-using Slice = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
 template <class T>
 using CSlice = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
 
@@ -53,24 +52,14 @@ Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
   });
 }
 
-// A slice's scratch row: Eigen's own array, aligned alike wherever it is made, so that the sum
-// over it (vectorised from its first aligned entry) takes the same order on every thread.
+// A row's scratch (the last axis's r.n entries).
 template <class T>
 using ArrayOf = Eigen::Array<T, Eigen::Dynamic, 1>;
 
-// A slice's sum in the same order wherever it starts: by detail::row_sum when it is contiguous
-// (Eigen's would start its packets at the first aligned entry), else Eigen's (one by one).
-template <class A>
-auto slice_sum(const A& a) {
-  if constexpr (A::InnerStrideAtCompileTime == 1)
-    return detail::row_sum(a.data(), a.size());
-  else
-    return a.sum();
-}
-
-// The slice's exps go through `scratch` (r.n entries, contiguous): detail::exp_into is
-// vectorised and makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen
-// select around the exp went entry by entry through glibc's exp: 5 times PyTorch's time.)
+// One row along the last axis. Its exps go through `scratch`: detail::exp_into is vectorised and
+// makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen select around
+// the exp went entry by entry through glibc's exp: 5 times PyTorch's time.) Its sums by
+// detail::row_sum: the same order wherever the row starts.
 template <class T, class In, class Out>
 void log_softmax_slice(const In& x, Out&& y, T* scratch) {
   const T ninf = -std::numeric_limits<T>::infinity();
@@ -96,7 +85,7 @@ void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx, T* scratch) {
   auto e = detail::MapArr<T>(scratch, y.size());
   e = y;
   detail::exp_into(scratch, scratch, y.size());
-  dx = dy - e * slice_sum(dy);
+  dx = dy - e * detail::row_sum(dy.data(), dy.size());
 }
 
 }  // namespace
@@ -123,10 +112,22 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
           detail::pass_serial_below(n));
       return;
     }
-    ArrayOf<T> scratch(n);
-    for_each_slice(r, [&](int64_t, int64_t start) {
-      log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
-                           Slice<T>(y + start, n, Stride(r.inner)), scratch.data());
+    // Another axis: the slabs' columns a block at a time (ops/axis_columns.h), y holding the
+    // exps until the last pass.
+    detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+      const int64_t start = o * n * r.inner + c;
+      alignas(64) T m[detail::kMaxColumnBlock], lse[detail::kMaxColumnBlock];
+      detail::column_max(x + start, n, r.inner, w, m);
+      for (int64_t j = 0; j < w; ++j)  // a fully masked column: shifted by 0, its exps all 0
+        if (m[j] == -std::numeric_limits<T>::infinity()) m[j] = 0;
+      detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, lse);
+      for (int64_t j = 0; j < w; ++j)  // only a fully masked column sums to 0: it stays -inf
+        lse[j] = lse[j] == 0 ? T(0) : std::log(lse[j]);
+      const auto shift = detail::CMapArr<T>(m, w), sub = detail::CMapArr<T>(lse, w);
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t at = start + k * r.inner;
+        detail::MapArr<T>(y + at, w) = (detail::CMapArr<T>(x + at, w) - shift) - sub;
+      }
     });
   });
   return record("log_softmax", std::move(Y), {X}, where)
@@ -154,12 +155,29 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
                 detail::pass_serial_below(n));
             return;
           }
-          ArrayOf<T> scratch(r.n);
-          for_each_slice(r, [&](int64_t, int64_t start) {
-            const Stride s(r.inner);
-            log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, r.n, s),
-                                      CSlice<T>(dY.data<T>() + start, r.n, s),
-                                      Slice<T>(dX.data<T>() + start, r.n, s), scratch.data());
+          // Another axis: dX holds exp(Y) until the last pass (ops/axis_columns.h).
+          detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+            const int64_t start = o * r.n * r.inner + c;
+            const T* y = Y.data<T>() + start;
+            const T* dy = dY.data<T>() + start;
+            T* dx = dX.data<T>() + start;
+            alignas(64) T zero[detail::kMaxColumnBlock], dy_sum[detail::kMaxColumnBlock],
+                exp_sum[detail::kMaxColumnBlock];
+            std::fill_n(zero, w, T(0));
+            auto sums = detail::MapArr<T>(dy_sum, w);
+            sums.setZero();
+            for (int64_t k = 0; k < r.n; ++k) sums += detail::CMapArr<T>(dy + k * r.inner, w);
+            detail::column_exp_sums(y, r.n, r.inner, w, zero, dx, r.inner, exp_sum);
+            bool dead = false;  // a fully masked column (all of Y -inf) sums its exps to 0
+            for (int64_t j = 0; j < w; ++j) dead = dead || exp_sum[j] == 0;
+            for (int64_t k = 0; k < r.n; ++k) {
+              const int64_t at = k * r.inner;
+              auto g = detail::MapArr<T>(dx + at, w);
+              g = detail::CMapArr<T>(dy + at, w) - g * sums;
+              if (dead)  // its gradient is zero
+                for (int64_t j = 0; j < w; ++j)
+                  if (exp_sum[j] == 0) g[j] = 0;
+            }
           });
         });
         return {dX};

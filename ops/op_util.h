@@ -26,15 +26,6 @@ using MapArr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using CMapArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-/// y[i] = exp(x[i]) for n entries (y may be x): Eigen's vectorised exp 16 entries at a time
-/// from x's first, the last n % 16 through a row of 16 (a dynamic map would send the entries
-/// before its first aligned one and after its last whole packet through libm, so an entry's bits
-/// would depend on its address), and glibc's exp for the entries past Eigen's clamp, found by a
-/// branch-free check per block: exp(-inf) is 0 (not what the clamp gives, so masked entries need
-/// no select), exp(1000) inf, results below the normal range the right denormal or 0. Eigen's
-/// exp is within a few units in the last place (glibc's within one). (Never write an exp inside
-/// an Eigen select: Eigen 3.4 evaluates a select entry by entry, through glibc's exp, 20 times
-/// slower.)
 /// The sum of n entries by 16 lanes from p's first entry (the last n % 16 as a row of 16 padded
 /// with zeros), then across the lanes: the same order wherever p starts. (Eigen's sum over a
 /// dynamic map starts its packets at the first aligned entry, so equal rows at other offsets
@@ -54,6 +45,33 @@ T row_sum(const T* p, int64_t n) {
   return acc.sum();
 }
 
+/// The dot product of n entries of a and b, in row_sum's order: the same bits wherever they start.
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  using Lanes = Eigen::Array<T, kLanes, 1>;
+  Lanes acc = Lanes::Zero();
+  const int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes)
+    acc += Eigen::Map<const Lanes>(a + i) * Eigen::Map<const Lanes>(b + i);
+  if (full < n) {
+    Lanes ra = Lanes::Zero(), rb = Lanes::Zero();
+    std::copy(a + full, a + n, ra.data());
+    std::copy(b + full, b + n, rb.data());
+    acc += ra * rb;
+  }
+  return acc.sum();
+}
+
+/// y[i] = exp(x[i]) for n entries (y may be x): Eigen's vectorised exp 16 entries at a time
+/// from x's first, the last n % 16 through a row of 16 (a dynamic map would send the entries
+/// before its first aligned one and after its last whole packet through libm, so an entry's bits
+/// would depend on its address), and glibc's exp for the entries past Eigen's clamp, found by a
+/// branch-free check per block: exp(-inf) is 0 (not what the clamp gives, so masked entries need
+/// no select), exp(1000) inf, results below the normal range the right denormal or 0. Eigen's
+/// exp is within a few units in the last place (glibc's within one). (Never write an exp inside
+/// an Eigen select: Eigen 3.4 evaluates a select entry by entry, through glibc's exp, 20 times
+/// slower.)
 template <class T>
 void exp_into(const T* x, T* y, int64_t n) {
   constexpr int64_t kBlock = 1024, kLanes = 16;

@@ -9,6 +9,7 @@
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/axis_columns.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/sub.h>
@@ -40,6 +41,41 @@ void softmax_slice(const T* px, T* py, int64_t n) {
   y /= detail::row_sum(py, n);  // (the same order wherever the row starts)
 }
 
+// dX = Y (dY - sum(dY Y)) along the reduction's axis.
+template <class T>
+void softmax_grad(const T* dy, const T* y, T* dx, const detail::AxisReduction& r) {
+  const int64_t n = r.n;
+  if (r.inner == 1) {  // rows: their dot products in row_sum's order, wherever a row starts
+    detail::for_parts(
+        r.outer,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o) {
+            const int64_t at = o * n;
+            const T dot = detail::row_dot(dy + at, y + at, n);
+            detail::MapArr<T>(dx + at, n) =
+                detail::CMapArr<T>(y + at, n) * (detail::CMapArr<T>(dy + at, n) - dot);
+          }
+        },
+        detail::pass_serial_below(n));
+    return;
+  }
+  detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+    const int64_t start = o * n * r.inner + c;
+    alignas(64) T dots[detail::kMaxColumnBlock];
+    auto dot = detail::MapArr<T>(dots, w);
+    dot.setZero();
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = start + k * r.inner;
+      dot += detail::CMapArr<T>(dy + at, w) * detail::CMapArr<T>(y + at, w);
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = start + k * r.inner;
+      detail::MapArr<T>(dx + at, w) =
+          detail::CMapArr<T>(y + at, w) * (detail::CMapArr<T>(dy + at, w) - dot);
+    }
+  });
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
@@ -61,20 +97,32 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
           detail::pass_serial_below(n));
       return;
     }
-    // Another axis: each slice gathered into a contiguous row, and scattered back (Eigen's own
-    // array: aligned alike on every call, so its sum takes the same order).
-    Eigen::Array<T, Eigen::Dynamic, 1> row(n);
-    for (int64_t o = 0; o < r.outer; ++o)
-      for (int64_t i = 0; i < r.inner; ++i) {
-        const int64_t at = o * n * r.inner + i;
-        for (int64_t k = 0; k < n; ++k) row[k] = x[at + k * r.inner];
-        softmax_slice<T>(row.data(), row.data(), n);
-        for (int64_t k = 0; k < n; ++k) y[at + k * r.inner] = row[k];
-      }
+    // Another axis: the slabs' columns a block at a time (ops/axis_columns.h).
+    detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+      const int64_t start = o * n * r.inner + c;
+      alignas(64) T m[detail::kMaxColumnBlock], s[detail::kMaxColumnBlock];
+      detail::column_max(x + start, n, r.inner, w, m);
+      for (int64_t j = 0; j < w; ++j)  // a fully masked column: shifted by 0, its exps all 0
+        if (m[j] == -std::numeric_limits<T>::infinity()) m[j] = 0;
+      detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, s);
+      // Only a fully masked column sums to 0 (elsewhere the max's exp is 1): 0 / inf = 0 there.
+      for (int64_t j = 0; j < w; ++j)
+        if (s[j] == 0) s[j] = std::numeric_limits<T>::infinity();
+      const auto sums = detail::CMapArr<T>(s, w);
+      for (int64_t k = 0; k < n; ++k) detail::MapArr<T>(y + start + k * r.inner, w) /= sums;
+    });
   });
   return record("softmax", std::move(Y), {X}, where)
       .formula([dim](const Tensor& dY, const Tensor& Y) -> Grads {
         return {mul(Y, sub(dY, sum(mul(dY, Y), dim, true)))};
+      })
+      .kernel([r](const Tensor& dY, const Tensor& Y) -> Grads {  // one pass to read, one to write
+        Tensor dX(Y.shape(), Y.dtype());
+        dispatch(Y.dtype(), [&]<class T>() {
+          if (Y.numel() == 0) return;
+          softmax_grad<T>(dY.data<T>(), Y.data<T>(), dX.data<T>(), r);
+        });
+        return {dX};
       })
       .jvp([&](const Tangents& t, const Tensor& Y) {
         return mul(Y, sub(t[0], sum(mul(t[0], Y), dim, true)));

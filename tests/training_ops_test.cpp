@@ -231,10 +231,9 @@ TEST(TrainingOps, Float32ErfGeluExpAndSoftmaxGiveTheSameBitsOnOneThreadAndTwo) {
 
 // exp, softmax and log_softmax give every entry the same bits wherever its row starts: 17 equal
 // rows of 37 entries (each starting at another offset from the 64-byte line) give 17 equal rows
-// out, forward and log_softmax's backward kernel. (With exp over a dynamic Eigen map, the entries
-// before the first aligned one and after the last whole packet went through libm, and Eigen's
-// sums started their packets at the first aligned entry: rows differed in their last bits.
-// softmax's backward is its formula in ops, whose sum along an axis is not checked here.)
+// out, forward and both backward kernels. (With exp over a dynamic Eigen map, the entries before
+// the first aligned one and after the last whole packet went through libm, and Eigen's sums
+// started their packets at the first aligned entry: rows differed in their last bits.)
 TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
     tg::Rng rng(7);
@@ -242,10 +241,11 @@ TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
     std::vector<double> rows;
     for (int r = 0; r < 17; ++r) rows.insert(rows.end(), row.begin(), row.end());
     const Tensor x = tg::from_vector(rows, {17, 37}, dtype).set_requires_grad();
+    const Tensor xs = tg::from_vector(rows, {17, 37}, dtype).set_requires_grad();
     const Tensor w = tg::from_vector(rows, {17, 37}, dtype);
-    const Tensor e = tg::exp(x), p = tg::softmax(x), lp = tg::log_softmax(x);
-    tg::sum(tg::mul(lp, w)).backward();
-    const std::vector<Tensor> outs{e, p, lp, x.grad()};
+    const Tensor e = tg::exp(x), p = tg::softmax(xs), lp = tg::log_softmax(x);
+    tg::sum(tg::add(tg::mul(lp, w), tg::mul(p, w))).backward();
+    const std::vector<Tensor> outs{e, p, lp, x.grad(), xs.grad()};
     for (std::size_t o = 0; o < outs.size(); ++o) {
       const Tensor& t = outs[o];
       const auto v = t.to_vector();
@@ -253,6 +253,93 @@ TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
         for (int k = 0; k < 37; ++k)
           ASSERT_EQ(v[r * 37 + k], v[k]) << tg::dtype_name(dtype) << " output " << o << " row " << r
                                        << " entry " << k;
+    }
+  }
+}
+
+// softmax and log_softmax along an axis that is not the last work each slab's columns a block at
+// a time (ops/axis_columns.h). Against the last axis of the transposed tensor (the row path),
+// over columns spread across several blocks with a short last one: within a few units in the last
+// place (only the order of the sums differs), forward and both backward kernels (dY random); a
+// fully masked column gives zeros (log_softmax -inf, zero gradient), a partly masked one zeros
+// where masked; a NaN makes its column NaN, among finite entries or -inf ones, and so does +inf;
+// one thread and two give the same bits.
+TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const std::string dt = tg::dtype_name(dtype);
+    const int64_t B = 3, n = 70, C = 1100;  // blocks of 224 columns in float32 (112 in float64)
+    tg::Rng rng(11);
+    std::vector<double> v = tg::randn({B, n, C}, rng, Dtype::f64, 3.0).to_vector();
+    auto at = [&](int64_t b, int64_t k, int64_t c) -> double& { return v[(b * n + k) * C + c]; };
+    for (int64_t k = 0; k < n; ++k) {
+      at(0, k, 5) = -kInf;     // fully masked
+      at(1, k, C - 1) = -kInf;  // fully masked, in the last (short) block
+      at(1, k, 7) = -kInf;     // -inf but for a NaN
+      if (k % 3) at(2, k, 300) = -kInf;  // partly masked
+    }
+    at(1, 40, 7) = nan;
+    at(0, 13, 600) = nan;  // a NaN among finite entries
+    at(2, 69, 17) = kInf;
+    const Tensor x = tg::from_vector(v, {B, n, C}, dtype), dy = tg::randn({B, n, C}, rng, dtype);
+    const auto run = [&](int threads) {
+      const tg::test::ThreadCount count(threads);
+      const Tensor xr = x.detach().set_requires_grad(), xs = x.detach().set_requires_grad();
+      const Tensor p = tg::softmax(xs, 1), lp = tg::log_softmax(xr, -2);
+      tg::sum(tg::add(tg::mul(lp, dy), tg::mul(p, dy))).backward();
+      return std::vector<Tensor>{p.detach(), lp.detach(), xr.grad(), xs.grad()};
+    };
+    const auto one = run(1), two = run(2);
+    for (std::size_t k = 0; k < one.size(); ++k)
+      EXPECT_TRUE(tg::test::same_bytes(one[k], two[k])) << dt << " output " << k;
+
+    const Tensor xt = tg::transpose(x, 1, 2).detach().set_requires_grad();
+    const Tensor xst = tg::transpose(x, 1, 2).detach().set_requires_grad();
+    const Tensor dyt = tg::transpose(dy, 1, 2);
+    tg::sum(tg::add(tg::mul(tg::log_softmax(xt), dyt), tg::mul(tg::softmax(xst), dyt))).backward();
+    const std::vector<Tensor> want{
+        tg::transpose(tg::softmax(xt), 1, 2), tg::transpose(tg::log_softmax(xt), 1, 2),
+        tg::transpose(xt.grad(), 1, 2), tg::transpose(xst.grad(), 1, 2)};
+    // log_softmax's entries X - max - log(sum) on the scale of 1 + |Y| (the log of a sum near 1
+    // has an absolute error), the gradients (dY - exp(Y) sum(dY), Y (dY - sum(dY Y))) on that of
+    // their column's sum of |dY|.
+    const std::vector<double> g = dy.to_vector();
+    std::vector<double> col_abs(B * C, 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t c = 0; c < C; ++c) col_abs[b * C + c] += std::fabs(g[(b * n + k) * C + c]);
+    const double rtol = dtype == Dtype::f32 ? 1e-6 : 1e-14;
+    for (std::size_t o = 0; o < want.size(); ++o) {
+      const std::vector<double> got = one[o].to_vector(), w = want[o].to_vector();
+      int bad = 0;
+      for (int64_t i = 0; i < static_cast<int64_t>(w.size()) && bad < 5; ++i) {
+        const int64_t b = i / (n * C), c = i % C;
+        const double scale = std::fabs(w[i]) + (o == 1 ? 1.0 : o >= 2 ? col_abs[b * C + c] : 0.0);
+        const bool same = std::isnan(w[i]) ? std::isnan(got[i])
+                          : std::isinf(w[i]) ? got[i] == w[i]
+                                             : std::fabs(got[i] - w[i]) <= rtol * scale;
+        if (!same) ++bad;
+        EXPECT_TRUE(same) << dt << " output " << o << " at " << i << ": " << got[i] << " vs "
+                          << w[i];
+      }
+    }
+    // The special columns themselves, whatever the row path gives.
+    const std::vector<double> p = one[0].to_vector(), lp = one[1].to_vector(),
+                              dx = one[2].to_vector();
+    auto entry = [&](const std::vector<double>& t, int64_t b, int64_t k, int64_t c) {
+      return t[(b * n + k) * C + c];
+    };
+    for (int64_t k = 0; k < n; ++k) {
+      for (auto [b, c] : {std::pair<int64_t, int64_t>{0, 5}, {1, C - 1}}) {
+        EXPECT_EQ(entry(p, b, k, c), 0.0) << dt;
+        EXPECT_EQ(entry(lp, b, k, c), -kInf) << dt;
+        EXPECT_EQ(entry(dx, b, k, c), 0.0) << dt;
+      }
+      for (auto [b, c] : {std::pair<int64_t, int64_t>{1, 7}, {0, 600}, {2, 17}}) {
+        EXPECT_TRUE(std::isnan(entry(p, b, k, c))) << dt << " column " << c << " row " << k;
+        EXPECT_TRUE(std::isnan(entry(lp, b, k, c))) << dt << " column " << c << " row " << k;
+      }
+      if (k % 3) EXPECT_EQ(entry(p, 2, k, 300), 0.0) << dt;
     }
   }
 }
