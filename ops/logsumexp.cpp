@@ -4,20 +4,25 @@
 //   differentiable (d exp(X - Y) brings in dY's own derivative). Where Y is infinite, X - Y is
 //   NaN for the infinite entries, and so is the gradient, as PyTorch's.
 //   tY = sum_k exp(X_k - Y) tX_k along the axis (the softmax-weighted tangent).
-// float32 sums are accumulated in double.
+// The exps are taken in the input's type (vectorised), their sums accumulated in double for
+// float32.
 
 #include <tapegrad/ops/logsumexp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
+#include <tapegrad/ops/axis_columns.h>
 #include <tapegrad/ops/exp.h>
 #include <tapegrad/ops/mul.h>
 #include <tapegrad/ops/op_util.h>
 #include <tapegrad/ops/reshape.h>
 #include <tapegrad/ops/sub.h>
 #include <tapegrad/ops/sum.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -27,13 +32,43 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
   Tensor Y(r.out, X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
     using A = detail::Accum<T>;
-    detail::reduce_rows(X.data<T>(), r, Y.data<T>(), [&](const T* row, int64_t stride) {
-      A m = -INFINITY;
-      for (int64_t k = 0; k < r.n; ++k) m = std::fmax(m, A(row[k * stride]));  // NaN skipped: the sum gets it
-      if (std::isinf(m)) m = 0;
-      A s = 0;
-      for (int64_t k = 0; k < r.n; ++k) s += std::exp(A(row[k * stride]) - m);
-      return static_cast<T>(std::log(s) + m);
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    const int64_t n = r.n, slices = r.outer * r.inner;
+    if (slices == 0) return;
+    if (n == 0) {  // the empty sum: log(0)
+      std::fill_n(y, slices, -std::numeric_limits<T>::infinity());
+      return;
+    }
+    // The exps by detail::exp_into (vectorised), in T, summed in A.
+    if (r.inner == 1) {  // rows on the team
+      detail::for_parts(
+          r.outer,
+          [&](int64_t begin, int64_t end) {
+            Eigen::Array<T, Eigen::Dynamic, 1> e(n);
+            for (int64_t o = begin; o < end; ++o) {
+              const auto row = detail::CMapArr<T>(x + o * n, n);
+              T m = row.maxCoeff();  // (with a NaN, m may or may not be NaN: the sum gets it)
+              if (std::isinf(m)) m = 0;
+              e = row - m;
+              detail::exp_into(e.data(), e.data(), n);
+              y[o] = static_cast<T>(std::log(detail::accumulate(e.data(), n)) + A(m));
+            }
+          },
+          detail::pass_serial_below(n));
+      return;
+    }
+    // Another axis: the slabs' columns a block at a time (ops/axis_columns.h).
+    detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+      alignas(64) T m[detail::kMaxColumnBlock], e[detail::kMaxColumnBlock];
+      alignas(64) A s[detail::kMaxColumnBlock];
+      const T* block = x + o * n * r.inner + c;
+      detail::column_max(block, n, r.inner, w, m);
+      for (int64_t j = 0; j < w; ++j)
+        if (std::isinf(m[j])) m[j] = 0;
+      detail::column_exp_sums(block, n, r.inner, w, m, e, 0, s);
+      for (int64_t j = 0; j < w; ++j)
+        y[o * r.inner + c + j] = static_cast<T>(std::log(s[j]) + A(m[j]));
     });
   });
   return record("logsumexp", std::move(Y), {X}, where)

@@ -1,6 +1,6 @@
 // The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
-// linear, log_softmax): forward values against plain loops in double, kernel and formula
-// agreeing on every registry case, float32 accumulation, and a table of bad inputs.
+// linear, softmax, log_softmax, logsumexp): forward values against plain loops in double, kernel
+// and formula agreeing on every registry case, float32 accumulation, and a table of bad inputs.
 
 #include <gtest/gtest.h>
 
@@ -341,6 +341,73 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
       }
       if (k % 3) EXPECT_EQ(entry(p, 2, k, 300), 0.0) << dt;
     }
+  }
+}
+
+// logsumexp takes its exps by detail::exp_into (vectorised, in the input's type), summed in
+// double for float32: along the last axis (rows) and another (column blocks, ops/axis_columns.h),
+// within a unit in the last place of float32 (plus 4e-7 absolute, the float exps' error) of a
+// plain loop in double with glibc's exp, float64 within 1e-14; a fully masked slice gives -inf,
+// +inf gives inf, a NaN NaN (among finite entries or -inf ones); an empty axis -inf; one thread
+// and two the same bits.
+TEST(TrainingOps, LogsumexpMatchesAPlainLoopAlongEveryAxis) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const int64_t B = 3, n = 70, C = 1100;
+  tg::Rng rng(13);
+  std::vector<double> v = tg::randn({B, n, C}, rng, Dtype::f64, 3.0).to_vector();
+  auto at = [&](int64_t b, int64_t k, int64_t c) -> double& { return v[(b * n + k) * C + c]; };
+  for (int64_t k = 0; k < n; ++k) {
+    at(0, k, 5) = -kInf;
+    at(1, k, C - 1) = -kInf;
+    at(1, k, 7) = -kInf;
+    if (k % 3) at(2, k, 300) = -kInf;
+  }
+  at(1, 40, 7) = nan;
+  at(0, 13, 600) = nan;
+  at(2, 69, 17) = kInf;
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const std::string dt = tg::dtype_name(dtype);
+    const Tensor x = tg::from_vector(v, {B, n, C}, dtype);
+    const std::vector<double> xs = x.to_vector();  // (as rounded to the dtype)
+    const auto run = [&](int threads) {
+      const tg::test::ThreadCount count(threads);
+      return std::vector<Tensor>{tg::logsumexp(x, 1), tg::logsumexp(tg::transpose(x, 1, 2), -1)};
+    };
+    const auto one = run(1), two = run(2);
+    for (std::size_t k = 0; k < one.size(); ++k)
+      EXPECT_TRUE(tg::test::same_bytes(one[k], two[k])) << dt << " output " << k;
+    for (const Tensor& got_t : one) {
+      ASSERT_EQ(got_t.shape(), Shape({B, C}));
+      const std::vector<double> got = got_t.to_vector();
+      int bad = 0;
+      for (int64_t b = 0; b < B && bad < 5; ++b)
+        for (int64_t c = 0; c < C && bad < 5; ++c) {
+          double m = -kInf, s = 0;
+          bool has_nan = false;
+          for (int64_t k = 0; k < n; ++k) {
+            const double e = xs[(b * n + k) * C + c];
+            has_nan = has_nan || std::isnan(e);
+            m = std::max(m, e);
+          }
+          if (std::isinf(m)) m = 0;
+          for (int64_t k = 0; k < n; ++k) s += std::exp(xs[(b * n + k) * C + c] - m);
+          const double want = has_nan ? nan : std::log(s) + m, g = got[b * C + c];
+          const float wf = static_cast<float>(want);
+          const double tol = dtype == Dtype::f32 ? 4e-7 + (std::nextafter(wf, INFINITY) - wf)
+                                                 : 1e-14 * (1 + std::fabs(want));
+          const bool same = std::isnan(want) ? std::isnan(g)
+                            : std::isinf(want) ? g == want
+                                               : std::fabs(g - want) <= tol;
+          if (!same) ++bad;
+          EXPECT_TRUE(same) << dt << " (" << b << ", :, " << c << "): " << g << " vs " << want;
+        }
+      EXPECT_EQ(got[0 * C + 5], -kInf) << dt;
+      EXPECT_EQ(got[2 * C + 17], kInf) << dt;
+      EXPECT_TRUE(std::isnan(got[1 * C + 7]) && std::isnan(got[0 * C + 600])) << dt;
+    }
+    const Tensor empty = tg::logsumexp(tg::zeros({2, 0, 3}, dtype), 1);
+    EXPECT_EQ(empty.shape(), Shape({2, 3}));
+    for (double e : empty.to_vector()) EXPECT_EQ(e, -kInf) << dt;
   }
 }
 
