@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""PyTorch's side of BM_Erf, BM_Exp, BM_GeluErf and BM_Gelu (float32, the op list's activation
-shape (8, 256, 64)) and of BM_Softmax, BM_SoftmaxDim, BM_LogSoftmax and BM_LogSoftmaxDim (its
-scores shape (8, 256, 256), along the last axis and the one before): each op forward, and
-forward + backward (torch.autograd.grad with a random grad_output), fastest mean of 15 rounds of
-40 calls, microseconds.
+"""PyTorch's side of BM_Erf, BM_Exp, BM_GeluErf, BM_Gelu and BM_Softplus (float32, the op
+list's activation shape (8, 256, 64)) and of BM_Softmax, BM_SoftmaxDim, BM_LogSoftmax,
+BM_LogSoftmaxDim and BM_Logsumexp (its scores shape (8, 256, 256); the Dim rows along the axis
+before the last, the others along the last): each op forward, and forward + backward
+(torch.autograd.grad with a random grad_output), fastest mean of 15 rounds of 40 calls,
+microseconds.
 
 Usage: OPENBLAS_NUM_THREADS=N LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \\
            python3 bench/torch_unary.py N
@@ -33,10 +34,12 @@ def main():
     cases = [("Erf", torch.erf, act), ("Exp", torch.exp, act),
              ("GeluErf", torch.nn.functional.gelu, act),
              ("Gelu", lambda t: torch.nn.functional.gelu(t, approximate="tanh"), act),
+             ("Softplus", torch.nn.functional.softplus, act),
              ("Softmax", lambda t: torch.softmax(t, -1), scores),
              ("SoftmaxDim", lambda t: torch.softmax(t, -2), scores),
              ("LogSoftmax", lambda t: torch.log_softmax(t, -1), scores),
-             ("LogSoftmaxDim", lambda t: torch.log_softmax(t, -2), scores)]
+             ("LogSoftmaxDim", lambda t: torch.log_softmax(t, -2), scores),
+             ("Logsumexp", lambda t: torch.logsumexp(t, -1), (scores[0], scores[1][..., 0]))]
     for name, f, (x0, g) in cases:
         for kind, run in (("Fwd", forward(f, x0)), ("FwdBwd", forward_backward(f, x0, g))):
             best = float("inf")

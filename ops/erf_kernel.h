@@ -8,24 +8,18 @@
 // argument keeps every digit: relative error below 7e-7 for erfc over a in [0, 9.19) (Eigen's
 // exp is less exact with AVX-512 than with AVX2; past 9.19 erfc is at the edge of float's normal
 // numbers or below, taken as 0), and erf within 3 units in the last place (near 0 by
-// its series, to 0.7). float64 keeps glibc's erf. The loops' choices are bit masks (pick), not
-// ?: on floats, which GCC keeps as branches for AVX2 (and then does not vectorise the loop).
+// its series, to 0.7). float64 keeps glibc's erf. The loops' choices are bit masks (pick, in
+// ops/op_util.h), not ?: on floats, which GCC keeps as branches for AVX2 (and then does not
+// vectorise the loop).
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
 namespace tg::detail {
 
-/// c ? a : b, branch-free (both are computed anyway): a loop of these vectorises on AVX2 too.
-inline float pick(bool c, float a, float b) {
-  const uint32_t m = 0u - uint32_t(c);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
-}
-
-/// x^2 = hi + lo exactly (barring overflow, and underflow below |x| = 2^-51): lo by FMA where the CPU has one, else by Veltkamp's
-/// split of x into halves whose products are exact (a build without -march: std::fma would be a
-/// call per entry there).
+/// x^2 = hi + lo exactly (barring overflow, and underflow below |x| = 2^-51): lo by FMA where the
+/// CPU has one, else by Veltkamp's split of x into halves whose products are exact (a build
+/// without -march: std::fma would be a call per entry there).
 inline void exact_square(float x, float& hi, float& lo) {
   hi = x * x;
 #ifdef __FMA__

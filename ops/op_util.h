@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -95,6 +96,16 @@ void exp_into(const T* x, T* y, int64_t n) {
     for (int64_t i = 0; i < m; ++i)
       if (!(kept[i] > kLo && kept[i] < kHi)) y[b + i] = std::exp(kept[i]);
   }
+}
+
+/// c ? a : b, branch-free (both are computed anyway): a loop of these vectorises on AVX2 too,
+/// where GCC keeps a ?: on floats as a branch and the loop scalar.
+template <class T>
+inline T pick(bool c, T a, T b) {
+  static_assert(std::is_floating_point_v<T>);
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U m = U(0) - U(c);
+  return std::bit_cast<T>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
 }
 
 inline void check_defined(const char* op, const Tensor& t, const char* name) {

@@ -1,6 +1,7 @@
 // The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
-// linear, softmax, log_softmax, logsumexp): forward values against plain loops in double, kernel
-// and formula agreeing on every registry case, float32 accumulation, and a table of bad inputs.
+// linear, softmax, log_softmax, logsumexp, softplus): forward values against plain loops in
+// double, kernel and formula agreeing on every registry case, float32 accumulation, and a table
+// of bad inputs.
 
 #include <gtest/gtest.h>
 
@@ -408,6 +409,63 @@ TEST(TrainingOps, LogsumexpMatchesAPlainLoopAlongEveryAxis) {
     const Tensor empty = tg::logsumexp(tg::zeros({2, 0, 3}, dtype), 1);
     EXPECT_EQ(empty.shape(), Shape({2, 3}));
     for (double e : empty.to_vector()) EXPECT_EQ(e, -kInf) << dt;
+  }
+}
+
+// softplus is vectorised (exp by detail::exp_into, Eigen's log1p, the switch by bit masks): Y and
+// its backward kernel's dX (dY random) within 4 units in the last place of the formula in long
+// double from the rounded beta x (plus 4 spacings of denormals, where exp's results lose digits), over [-120, 60]
+// in float32 (exp(-100) is a denormal) and [-800, 60] in float64, beta 1 and -1.5, thresholds 20
+// and 5, with +-inf and NaN as the formula gives them; one thread and two the same bits. Negative
+// control: the cancelling form log(1 + exp(x)) is off by far more at x = -30.
+TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const bool f32 = dtype == Dtype::f32;
+    const std::string dt = tg::dtype_name(dtype);
+    const double lo = f32 ? -120 : -800, eps = f32 ? 0x1p-23 : 0x1p-52;
+    const double tiny = f32 ? 0x1p-149 : 0x1p-1074;
+    std::vector<double> xs;
+    for (int i = 0; i <= 70000; ++i) xs.push_back(lo + (60 - lo) * i / 70000.0);
+    const double inf = std::numeric_limits<double>::infinity();
+    xs.insert(xs.end(), {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()});
+    const int64_t n = static_cast<int64_t>(xs.size());
+    const Tensor x = tg::from_vector(xs, {n}, dtype);
+    const Tensor dy = tg::randn({n}, *std::make_unique<tg::Rng>(17), dtype);
+    const std::vector<double> xv = x.to_vector(), g = dy.to_vector();
+    for (auto [beta, threshold] : {std::pair{1.0, 20.0}, {-1.5, 20.0}, {1.0, 5.0}}) {
+      const auto run = [&](int threads) {
+        const tg::test::ThreadCount count(threads);
+        const Tensor xr = x.detach().set_requires_grad();
+        const Tensor y = tg::softplus(xr, beta, threshold);
+        tg::sum(tg::mul(y, dy)).backward();
+        return std::vector<Tensor>{y.detach(), xr.grad()};
+      };
+      const auto one = run(1), two = run(2);
+      for (std::size_t k = 0; k < one.size(); ++k)
+        EXPECT_TRUE(tg::test::same_bytes(one[k], two[k])) << dt << " output " << k;
+      const std::vector<double> y = one[0].to_vector(), dx = one[1].to_vector();
+      int bad = 0;
+      for (int64_t i = 0; i < n && bad < 5; ++i) {
+        using L = long double;
+        // beta x rounded as the op rounds it (the formula's own input), the rest exact
+        const double bx = f32 ? double(float(xv[i]) * float(beta)) : xv[i] * beta;
+        const L xi = xv[i], b = beta, z = std::exp(L(bx));
+        const bool lin = bx > threshold;
+        const L want_y = lin ? xi : std::log1p(z) / b;
+        const L want_dx = lin ? L(g[i]) : L(g[i]) * z / (z + 1);
+        for (auto [got, want, what] : {std::tuple{y[i], want_y, "Y"}, {dx[i], want_dx, "dX"}}) {
+          const bool ok = std::isnan(want) ? std::isnan(got)
+                          : std::isinf(want) ? got == want
+                                             : std::fabs(got - want) <= 4 * (eps * std::fabs(want) + tiny);
+          if (!ok) ++bad;
+          EXPECT_TRUE(ok) << dt << " beta " << beta << " threshold " << threshold << " " << what
+                          << " at x = " << xv[i] << ": " << got << " vs " << double(want);
+        }
+      }
+    }
+    // Negative control: log(1 + exp(x)) at x = -30 loses every digit (1 + 1e-13 in float is 1).
+    const double naive = std::log(1 + static_cast<double>(static_cast<float>(std::exp(-30.0))));
+    EXPECT_GT(std::fabs(naive - std::log1p(std::exp(-30.0))), 4 * eps * std::log1p(std::exp(-30.0)));
   }
 }
 
