@@ -17,6 +17,7 @@
 #include <tapegrad/ops/sigmoid.h>
 #include <tapegrad/ops/sum.h>
 #include <tapegrad/ops/tangent.h>
+#include <tapegrad/ops/threads.h>
 
 namespace tg {
 
@@ -75,8 +76,15 @@ Tensor binary_cross_entropy_with_logits(const Tensor& X, const Tensor& Y,
     const T* x = X.data<T>();
     const T* y = Y.data<T>();
     T* e = E.data<T>();
-    for (int64_t i = 0; i < n; ++i)  // log_sigmoid as PyTorch's CPU kernel, to round alike
-      e[i] = std::min(x[i], T(0)) - std::log1p(std::exp(-std::abs(x[i])));
+    // log_sigmoid as PyTorch's CPU kernel writes it, vectorised: the exps by detail::exp_into
+    // (glibc's past Eigen's clamp), log1p by detail::log1p_into, chunks on the team.
+    detail::for_chunks(n, 1024, [&](int64_t i0, int64_t m) {
+      T* ec = e + i0;
+      for (int64_t i = 0; i < m; ++i) ec[i] = -std::abs(x[i0 + i]);
+      detail::exp_into(ec, ec, m);
+      detail::log1p_into(ec, m);
+      for (int64_t i = 0; i < m; ++i) ec[i] = std::min(x[i0 + i], T(0)) - ec[i];
+    });
     if (P.defined()) {  // e *= 1 + (P - 1) Y, P broadcast
       const Tensor Pb = broadcast_to(P, X.shape());
       const T* p = Pb.data<T>();

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -106,6 +107,29 @@ inline T pick(bool c, T a, T b) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   const U m = U(0) - U(c);
   return std::bit_cast<T>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
+}
+
+/// y = log1p(y) for n entries: Eigen's, vectorised, for float; Eigen vectorises log but not
+/// log1p for double, so there Goldberg's form y log(u) / (u - 1), u = 1 + y (what Eigen's float
+/// log1p computes), within a few units in the last place; inf stays inf, NaN NaN.
+template <class T>
+void log1p_into(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    MapArr<T>(y, n) = MapArr<T>(y, n).log1p();
+  } else {
+    constexpr int64_t kBlock = 1024;
+    alignas(64) T u[kBlock], l[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      T* yb = y + b;
+      MapArr<T>(u, m) = MapArr<T>(yb, m) + T(1);
+      MapArr<T>(l, m) = MapArr<T>(u, m).log();
+      for (int64_t i = 0; i < m; ++i) {
+        const T r = pick(u[i] == T(1), yb[i], yb[i] * l[i] / (u[i] - T(1)));
+        yb[i] = pick(u[i] == std::numeric_limits<T>::infinity(), u[i], r);
+      }
+    }
+  }
 }
 
 inline void check_defined(const char* op, const Tensor& t, const char* name) {

@@ -5,11 +5,8 @@
 
 #include <tapegrad/ops/softplus.h>
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
-#include <type_traits>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/op_util.h>
@@ -18,44 +15,6 @@
 #include <tapegrad/ops/threads.h>
 
 namespace tg {
-
-namespace {
-
-// f(start, m) for the chunks of [0, n), m entries from `start`, chunks on the team: exps by
-// detail::exp_into (vectorised; glibc's past Eigen's clamp, so tiny results keep their value),
-// log1p vectorised (log1p_in_place), the switch by bit masks (detail::pick).
-constexpr int64_t kChunk = 1024;
-
-template <class F>
-void for_chunks(int64_t n, const F& f) {
-  detail::for_parts(
-      (n + kChunk - 1) / kChunk,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t c = begin; c < end; ++c) f(c * kChunk, std::min(kChunk, n - c * kChunk));
-      },
-      detail::pass_serial_below(kChunk));
-}
-
-// y = log1p(y) for m <= kChunk entries: Eigen's, vectorised, for float; Eigen vectorises log but
-// not log1p for double, so there Goldberg's form y log(u) / (u - 1), u = 1 + y (what Eigen's
-// float log1p computes), within a few units in the last place.
-template <class T>
-void log1p_in_place(T* y, int64_t m) {
-  auto a = detail::MapArr<T>(y, m);
-  if constexpr (std::is_same_v<T, float>) {
-    a = a.log1p();
-  } else {
-    alignas(64) T u[kChunk], l[kChunk];
-    detail::MapArr<T>(u, m) = a + T(1);
-    detail::MapArr<T>(l, m) = detail::MapArr<T>(u, m).log();
-    for (int64_t i = 0; i < m; ++i) {
-      const T r = detail::pick(u[i] == T(1), y[i], y[i] * l[i] / (u[i] - T(1)));
-      y[i] = detail::pick(u[i] == std::numeric_limits<T>::infinity(), u[i], r);
-    }
-  }
-}
-
-}  // namespace
 
 Tensor softplus(const Tensor& X, double beta, double threshold, const std::source_location& where) {
   detail::check_floating("softplus", X);
@@ -69,11 +28,13 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
     T* y = Y.data<T>();
     T* l = linear.data<T>();
     const T b = T(beta), th = T(threshold);
-    for_chunks(X.numel(), [&](int64_t i0, int64_t m) {  // PyTorch's CPU kernel's formula
+    // Chunks on the team: exps by detail::exp_into (vectorised; glibc's past Eigen's clamp, so
+    // tiny results keep their value), log1p by detail::log1p_into, the switch by bit masks.
+    detail::for_chunks(X.numel(), 1024, [&](int64_t i0, int64_t m) {  // PyTorch's formula
       T* yc = y + i0;
       for (int64_t i = 0; i < m; ++i) yc[i] = x[i0 + i] * b;
       detail::exp_into(yc, yc, m);
-      log1p_in_place(yc, m);
+      detail::log1p_into(yc, m);
       detail::MapArr<T>(yc, m) /= b;
       for (int64_t i = 0; i < m; ++i) {
         const bool lin = x[i0 + i] * b > th;
@@ -94,12 +55,14 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
           const T* dy = dY.data<T>();
           T* dx = dX.data<T>();
           const T b = T(beta), th = T(threshold);
-          for_chunks(X.numel(), [&](int64_t i0, int64_t m) {  // as PyTorch's CPU kernel
+          detail::for_chunks(X.numel(), 1024, [&](int64_t i0, int64_t m) {  // as PyTorch's
             T* z = dx + i0;
             for (int64_t i = 0; i < m; ++i) z[i] = x[i0 + i] * b;
             detail::exp_into(z, z, m);
-            for (int64_t i = 0; i < m; ++i)
-              z[i] = detail::pick(x[i0 + i] * b > th, dy[i0 + i], dy[i0 + i] * z[i] / (z[i] + T(1)));
+            for (int64_t i = 0; i < m; ++i) {
+              const T g = dy[i0 + i];
+              z[i] = detail::pick(x[i0 + i] * b > th, g, g * z[i] / (z[i] + T(1)));
+            }
           });
         });
         return {dX};

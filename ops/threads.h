@@ -64,6 +64,20 @@ inline int64_t pass_serial_below(int64_t unit_entries) {
   return units < 2 ? 2 : units;
 }
 
+/// f(start, m) for the chunks of [0, n), `chunk` entries each (the last may be shorter), the
+/// chunks on the team as a pass over memory (pass_serial_below): a chunk's entries start at the
+/// same place whatever the team, so vectorised kernels give the same bits on any thread count.
+template <class F>
+void for_chunks(int64_t n, int64_t chunk, const F& f) {
+  for_parts(
+      (n + chunk - 1) / chunk,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin; c < end; ++c)
+          f(c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk);
+      },
+      pass_serial_below(chunk));
+}
+
 /// The team for `wanted` threads when `cores` cores may be used and other processes kept
 /// `others_busy` of them busy: one per core that others used less than a quarter of, at least
 /// one. (The decision alone, for tests.)
