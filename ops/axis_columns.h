@@ -16,6 +16,39 @@
 
 namespace tg::detail {
 
+/// Fewer columns than this (a slab narrower than one vector of floats), and the blocks' steps per
+/// row cost more than they save (a slab of 2 columns took 16 times as long as by slices): such an
+/// axis goes by for_slices instead.
+inline constexpr int64_t kMinColumns = 16;
+
+/// f(start, scratch) for every slice of a reduction, slices on the team: the slice's r.n entries
+/// are r.inner apart from `start`; `scratch` is the calling part's own `rows` rows of r.n entries
+/// (contiguous; gather and scatter copy a slice in and out), so the slice can be worked as a row
+/// of the last axis.
+template <class T, class F>
+void for_slices(const AxisReduction& r, int64_t rows, const F& f) {
+  for_parts(
+      r.outer * r.inner,
+      [&](int64_t begin, int64_t end) {
+        Eigen::Array<T, Eigen::Dynamic, 1> scratch(rows * r.n);
+        for (int64_t s = begin; s < end; ++s)
+          f((s / r.inner) * r.n * r.inner + s % r.inner, scratch.data());
+      },
+      pass_serial_below(r.n));
+}
+
+/// row = the n entries `stride` apart from x.
+template <class T>
+void gather(const T* x, int64_t n, int64_t stride, T* row) {
+  for (int64_t k = 0; k < n; ++k) row[k] = x[k * stride];
+}
+
+/// The n entries `stride` apart from y = row.
+template <class T>
+void scatter(const T* row, int64_t n, int64_t stride, T* y) {
+  for (int64_t k = 0; k < n; ++k) y[k * stride] = row[k];
+}
+
 /// The most columns in a block (callers keep a block's column maxima and sums on the stack).
 inline constexpr int64_t kMaxColumnBlock = 1024;
 

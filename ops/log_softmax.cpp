@@ -25,6 +25,8 @@ namespace {
 
 using Stride = Eigen::InnerStride<Eigen::Dynamic>;
 template <class T>
+using Slice = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
+template <class T>
 using CSlice = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Stride>;
 
 // Calls f(o, start) for every slice along the reduction's axis: the slice holds r.n entries
@@ -52,14 +54,25 @@ Tensor live_slices(const Tensor& Y, const detail::AxisReduction& r) {
   });
 }
 
-// A row's scratch (the last axis's r.n entries).
+// A slice's sum in the same order wherever it starts: by detail::row_sum when it is contiguous
+// (a row of the last axis), else Eigen's (one entry after another, a narrow slab's slice).
+template <class A>
+auto slice_sum(const A& a) {
+  if constexpr (A::InnerStrideAtCompileTime == 1)
+    return detail::row_sum(a.data(), a.size());
+  else
+    return a.sum();
+}
+
+// A slice's scratch (r.n entries).
 template <class T>
 using ArrayOf = Eigen::Array<T, Eigen::Dynamic, 1>;
 
-// One row along the last axis. Its exps go through `scratch`: detail::exp_into is vectorised and
-// makes exp(-inf) exactly 0, so masked entries add nothing to the sum. (An Eigen select around
-// the exp went entry by entry through glibc's exp: 5 times PyTorch's time.) Its sums by
-// detail::row_sum: the same order wherever the row starts.
+// One slice: a row of the last axis, or a narrow slab's strided slice. Its exps go through
+// `scratch` (contiguous): detail::exp_into is vectorised and makes exp(-inf) exactly 0, so
+// masked entries add nothing to the sum. (An Eigen select around the exp went entry by entry
+// through glibc's exp: 5 times PyTorch's time.) Its sums by detail::row_sum, or slice_sum: the
+// same order wherever the slice starts.
 template <class T, class In, class Out>
 void log_softmax_slice(const In& x, Out&& y, T* scratch) {
   const T ninf = -std::numeric_limits<T>::infinity();
@@ -85,7 +98,7 @@ void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx, T* scratch) {
   auto e = detail::MapArr<T>(scratch, y.size());
   e = y;
   detail::exp_into(scratch, scratch, y.size());
-  dx = dy - e * detail::row_sum(dy.data(), dy.size());
+  dx = dy - e * slice_sum(dy);
 }
 
 }  // namespace
@@ -112,17 +125,26 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
           detail::pass_serial_below(n));
       return;
     }
+    if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
+      detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
+        log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
+                             Slice<T>(y + start, n, Stride(r.inner)), scratch);
+      });
+      return;
+    }
     // Another axis: the slabs' columns a block at a time (ops/axis_columns.h), y holding the
     // exps until the last pass.
     detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
       const int64_t start = o * n * r.inner + c;
-      alignas(64) T m[detail::kMaxColumnBlock], lse[detail::kMaxColumnBlock];
+      alignas(64) T m[detail::kMaxColumnBlock], sums[detail::kMaxColumnBlock],
+          lse[detail::kMaxColumnBlock];
       detail::column_max(x + start, n, r.inner, w, m);
       for (int64_t j = 0; j < w; ++j)  // a fully masked column: shifted by 0, its exps all 0
         if (m[j] == -std::numeric_limits<T>::infinity()) m[j] = 0;
-      detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, lse);
+      detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, sums);
+      detail::MapArr<T>(lse, w) = detail::MapArr<T>(sums, w).log();  // (vectorised)
       for (int64_t j = 0; j < w; ++j)  // only a fully masked column sums to 0: it stays -inf
-        lse[j] = lse[j] == 0 ? T(0) : std::log(lse[j]);
+        lse[j] = detail::pick(sums[j] == T(0), T(0), lse[j]);
       const auto shift = detail::CMapArr<T>(m, w), sub = detail::CMapArr<T>(lse, w);
       for (int64_t k = 0; k < n; ++k) {
         const int64_t at = start + k * r.inner;
@@ -153,6 +175,16 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
                                               scratch.data());
                 },
                 detail::pass_serial_below(n));
+            return;
+          }
+          if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
+            const int64_t n = r.n;
+            const Stride stride(r.inner);
+            detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
+              log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, n, stride),
+                                        CSlice<T>(dY.data<T>() + start, n, stride),
+                                        Slice<T>(dX.data<T>() + start, n, stride), scratch);
+            });
             return;
           }
           // Another axis: dX holds exp(Y) until the last pass (ops/axis_columns.h).

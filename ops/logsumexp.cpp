@@ -40,22 +40,32 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
       std::fill_n(y, slices, -std::numeric_limits<T>::infinity());
       return;
     }
-    // The exps by detail::exp_into (vectorised), in T, summed in A.
+    // A row's log-sum-exp, its exps by detail::exp_into (vectorised), in T, summed in A (e: n
+    // entries of scratch).
+    const auto row_lse = [n](const T* row, T* e) {
+      const auto xs = detail::CMapArr<T>(row, n);
+      T m = xs.maxCoeff();  // (with a NaN, m may or may not be NaN: the sum gets it)
+      if (std::isinf(m)) m = 0;
+      detail::MapArr<T>(e, n) = xs - m;
+      detail::exp_into(e, e, n);
+      return static_cast<T>(std::log(detail::accumulate(e, n)) + A(m));
+    };
     if (r.inner == 1) {  // rows on the team
       detail::for_parts(
           r.outer,
           [&](int64_t begin, int64_t end) {
             Eigen::Array<T, Eigen::Dynamic, 1> e(n);
-            for (int64_t o = begin; o < end; ++o) {
-              const auto row = detail::CMapArr<T>(x + o * n, n);
-              T m = row.maxCoeff();  // (with a NaN, m may or may not be NaN: the sum gets it)
-              if (std::isinf(m)) m = 0;
-              e = row - m;
-              detail::exp_into(e.data(), e.data(), n);
-              y[o] = static_cast<T>(std::log(detail::accumulate(e.data(), n)) + A(m));
-            }
+            for (int64_t o = begin; o < end; ++o) y[o] = row_lse(x + o * n, e.data());
           },
           detail::pass_serial_below(n));
+      return;
+    }
+    if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
+      detail::for_slices<T>(r, 2, [&](int64_t start, T* rows) {
+        detail::gather(x + start, n, r.inner, rows);
+        const int64_t o = start / (n * r.inner), i = start % (n * r.inner);
+        y[o * r.inner + i] = row_lse(rows, rows + n);
+      });
       return;
     }
     // Another axis: the slabs' columns a block at a time (ops/axis_columns.h).
@@ -67,8 +77,9 @@ Tensor logsumexp(const Tensor& X, int axis, bool keepdim, const std::source_loca
       for (int64_t j = 0; j < w; ++j)
         if (std::isinf(m[j])) m[j] = 0;
       detail::column_exp_sums(block, n, r.inner, w, m, e, 0, s);
-      for (int64_t j = 0; j < w; ++j)
-        y[o * r.inner + c + j] = static_cast<T>(std::log(s[j]) + A(m[j]));
+      auto logs = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>(s, w);
+      logs = logs.log();  // (vectorised)
+      for (int64_t j = 0; j < w; ++j) y[o * r.inner + c + j] = static_cast<T>(s[j] + A(m[j]));
     });
   });
   return record("logsumexp", std::move(Y), {X}, where)

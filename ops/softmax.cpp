@@ -97,6 +97,14 @@ Tensor softmax(const Tensor& X, int dim, const std::source_location& where) {
           detail::pass_serial_below(n));
       return;
     }
+    if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
+      detail::for_slices<T>(r, 1, [&](int64_t start, T* row) {
+        detail::gather(x + start, n, r.inner, row);
+        softmax_slice<T>(row, row, n);
+        detail::scatter(row, n, r.inner, y + start);
+      });
+      return;
+    }
     // Another axis: the slabs' columns a block at a time (ops/axis_columns.h).
     detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
       const int64_t start = o * n * r.inner + c;

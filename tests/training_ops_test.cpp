@@ -259,29 +259,37 @@ TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
 }
 
 // softmax and log_softmax along an axis that is not the last work each slab's columns a block at
-// a time (ops/axis_columns.h). Against the last axis of the transposed tensor (the row path),
-// over columns spread across several blocks with a short last one: within a few units in the last
-// place (only the order of the sums differs), forward and both backward kernels (dY random); a
-// fully masked column gives zeros (log_softmax -inf, zero gradient), a partly masked one zeros
-// where masked; a NaN makes its column NaN, among finite entries or -inf ones, and so does +inf;
-// one thread and two give the same bits.
+// a time (ops/axis_columns.h), or a slice at a time when the slabs are narrow. Against the last
+// axis of the transposed tensor (the row path), over columns spread across several blocks with a
+// short last one, and over 5 columns: within a few units in the last place (only the order of
+// the sums differs), forward and both backward kernels (dY random); a fully masked column gives
+// zeros (log_softmax -inf, zero gradient), a partly masked one zeros where masked; a NaN makes
+// its column NaN, among finite entries or -inf ones, and so does +inf; one thread and two give
+// the same bits.
 TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  // 1100 columns: blocks of 224 in float32 (112 in float64), the last short; 5: a slice at a time
+  for (const int64_t C : {int64_t{1100}, int64_t{5}})
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
-    const std::string dt = tg::dtype_name(dtype);
-    const int64_t B = 3, n = 70, C = 1100;  // blocks of 224 columns in float32 (112 in float64)
+    const std::string dt = std::string(tg::dtype_name(dtype)) + " C " + std::to_string(C);
+    const int64_t B = 3, n = 70;
+    const bool wide = C > 16;
+    // The special columns: two fully masked, a NaN among -inf, one partly masked, a NaN among
+    // finite entries, +inf.
+    const int64_t dead0 = wide ? 5 : 0, dead1 = C - 1, nan_masked = wide ? 7 : 2;
+    const int64_t partly = wide ? 300 : 3, nan_finite = wide ? 600 : 3, pinf = wide ? 17 : 1;
     tg::Rng rng(11);
     std::vector<double> v = tg::randn({B, n, C}, rng, Dtype::f64, 3.0).to_vector();
     auto at = [&](int64_t b, int64_t k, int64_t c) -> double& { return v[(b * n + k) * C + c]; };
     for (int64_t k = 0; k < n; ++k) {
-      at(0, k, 5) = -kInf;     // fully masked
-      at(1, k, C - 1) = -kInf;  // fully masked, in the last (short) block
-      at(1, k, 7) = -kInf;     // -inf but for a NaN
-      if (k % 3) at(2, k, 300) = -kInf;  // partly masked
+      at(0, k, dead0) = -kInf;
+      at(1, k, dead1) = -kInf;  // (in the last, short block)
+      at(1, k, nan_masked) = -kInf;
+      if (k % 3) at(2, k, partly) = -kInf;
     }
-    at(1, 40, 7) = nan;
-    at(0, 13, 600) = nan;  // a NaN among finite entries
-    at(2, 69, 17) = kInf;
+    at(1, 40, nan_masked) = nan;
+    at(0, 13, nan_finite) = nan;
+    at(2, 69, pinf) = kInf;
     const Tensor x = tg::from_vector(v, {B, n, C}, dtype), dy = tg::randn({B, n, C}, rng, dtype);
     const auto run = [&](int threads) {
       const tg::test::ThreadCount count(threads);
@@ -331,16 +339,16 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
       return t[(b * n + k) * C + c];
     };
     for (int64_t k = 0; k < n; ++k) {
-      for (auto [b, c] : {std::pair<int64_t, int64_t>{0, 5}, {1, C - 1}}) {
+      for (auto [b, c] : {std::pair<int64_t, int64_t>{0, dead0}, {1, dead1}}) {
         EXPECT_EQ(entry(p, b, k, c), 0.0) << dt;
         EXPECT_EQ(entry(lp, b, k, c), -kInf) << dt;
         EXPECT_EQ(entry(dx, b, k, c), 0.0) << dt;
       }
-      for (auto [b, c] : {std::pair<int64_t, int64_t>{1, 7}, {0, 600}, {2, 17}}) {
+      for (auto [b, c] : {std::pair<int64_t, int64_t>{1, nan_masked}, {0, nan_finite}, {2, pinf}}) {
         EXPECT_TRUE(std::isnan(entry(p, b, k, c))) << dt << " column " << c << " row " << k;
         EXPECT_TRUE(std::isnan(entry(lp, b, k, c))) << dt << " column " << c << " row " << k;
       }
-      if (k % 3) EXPECT_EQ(entry(p, 2, k, 300), 0.0) << dt;
+      if (k % 3) EXPECT_EQ(entry(p, 2, k, partly), 0.0) << dt;
     }
   }
 }
