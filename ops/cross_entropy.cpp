@@ -101,14 +101,11 @@ double loss_and_coefficients(const Tensor& X, const Tensor& t, const CrossEntrop
   detail::for_parts(
       N,
       [&](int64_t begin, int64_t end) {
-        Eigen::Array<T, Eigen::Dynamic, 1> e(V);  // the exps by exp_into, as the backward's
         for (int64_t n = begin; n < end; ++n) {
           if (pt[n] == o.ignore_index) continue;  // a target that counts implies V >= 1
-          const auto x = detail::CMapArr<T>(px + n * V, V);
-          const T mx = x.maxCoeff();
-          e = x - mx;
-          detail::exp_into(e.data(), e.data(), V);
-          lses[n] = double(mx) + std::log(double(detail::row_sum(e.data(), V)));
+          const T mx = detail::CMapArr<T>(px + n * V, V).maxCoeff();
+          // (the exps as the backward's exp_into takes them, summed without a store)
+          lses[n] = double(mx) + std::log(double(detail::exp_sum_below(px + n * V, mx, V)));
         }
       },
       detail::pass_serial_below(V));

@@ -109,6 +109,27 @@ inline T pick(bool c, T a, T b) {
   return std::bit_cast<T>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
 }
 
+/// sum_i exp(x[i] - shift) over n entries, for a shift at least every x[i] (a row's max, so the
+/// sum is at least 1): by 16 lanes from x's first entry, as exp_into takes them, without storing
+/// the exps and without exp_into's fix-up past Eigen's clamp (an entry there, -inf included, adds
+/// the clamp's value, under 1e-37 in float32 and 1e-307 in float64: nothing to a sum of 1 or more).
+template <class T>
+T exp_sum_below(const T* x, T shift, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  using Lanes = Eigen::Array<T, kLanes, 1>;
+  Lanes acc = Lanes::Zero();
+  const int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) acc += (Eigen::Map<const Lanes>(x + i) - shift).exp();
+  if (full < n) {
+    Lanes rest = Lanes::Constant(shift);
+    std::copy(x + full, x + n, rest.data());
+    rest = (rest - shift).exp();
+    std::fill(rest.data() + (n - full), rest.data() + kLanes, T(0));  // the padding adds nothing
+    acc += rest;
+  }
+  return acc.sum();
+}
+
 /// y = log1p(y) for n entries: Eigen's, vectorised, for float; Eigen vectorises log but not
 /// log1p for double, so there Goldberg's form y log(u) / (u - 1), u = 1 + y (what Eigen's float
 /// log1p computes), within a few units in the last place; inf stays inf, NaN NaN.
