@@ -5,9 +5,9 @@
 
 #include <tapegrad/ops/log_softmax.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include <tapegrad/autograd/node.h>
 #include <tapegrad/ops/accumulate.h>
@@ -101,6 +101,101 @@ void log_softmax_grad_slice(const In& y, const In& dy, Out&& dx, T* scratch) {
   dx = dy - e * slice_sum(dy);
 }
 
+// Y = log_softmax(X) along the reduction's axis: rows of the last axis, a narrow slab's slices,
+// or another axis's column blocks (y holding the exps until the last pass).
+template <class T>
+void log_softmax_forward(const T* x, T* y, const detail::AxisReduction& r) {
+  const int64_t n = r.n;
+  if (r.inner == 1) {  // the last axis: contiguous slices, the fast path, rows on the team
+    detail::for_parts(
+        r.outer,
+        [&](int64_t begin, int64_t end) {
+          ArrayOf<T> scratch(n);
+          for (int64_t o = begin; o < end; ++o)
+            log_softmax_slice<T>(detail::CMapArr<T>(x + o * n, n), detail::MapArr<T>(y + o * n, n),
+                                 scratch.data());
+        },
+        detail::pass_serial_below(n));
+    return;
+  }
+  if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time
+    detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
+      log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
+                           Slice<T>(y + start, n, Stride(r.inner)), scratch);
+    });
+    return;
+  }
+  detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+    const int64_t start = o * n * r.inner + c;
+    alignas(64) T m[detail::kMaxColumnBlock], sums[detail::kMaxColumnBlock],
+        lse[detail::kMaxColumnBlock];
+    detail::column_max(x + start, n, r.inner, w, m);
+    for (int64_t j = 0; j < w; ++j)  // a fully masked column: shifted by 0, its exps all 0
+      if (m[j] == -std::numeric_limits<T>::infinity()) m[j] = 0;
+    detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, sums);
+    detail::MapArr<T>(lse, w) = detail::MapArr<T>(sums, w).log();  // (vectorised)
+    for (int64_t j = 0; j < w; ++j)  // only a fully masked column sums to 0: it stays -inf
+      lse[j] = detail::pick(sums[j] == T(0), T(0), lse[j]);
+    const auto shift = detail::CMapArr<T>(m, w), sub = detail::CMapArr<T>(lse, w);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = start + k * r.inner;
+      detail::MapArr<T>(y + at, w) = (detail::CMapArr<T>(x + at, w) - shift) - sub;
+    }
+  });
+}
+
+// dX = dY - exp(Y) sum(dY) along the reduction's axis, 0 in fully masked slices: rows, a narrow
+// slab's slices, or column blocks (dx holding exp(Y) until the last pass).
+template <class T>
+void log_softmax_grad(const T* dy, const T* y, T* dx, const detail::AxisReduction& r) {
+  const int64_t n = r.n;
+  if (r.inner == 1) {
+    detail::for_parts(
+        r.outer,
+        [&](int64_t begin, int64_t end) {
+          ArrayOf<T> scratch(n);
+          for (int64_t o = begin; o < end; ++o) {
+            const int64_t at = o * n;
+            log_softmax_grad_slice<T>(detail::CMapArr<T>(y + at, n), detail::CMapArr<T>(dy + at, n),
+                                      detail::MapArr<T>(dx + at, n), scratch.data());
+          }
+        },
+        detail::pass_serial_below(n));
+    return;
+  }
+  if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time
+    const Stride stride(r.inner);
+    detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
+      log_softmax_grad_slice<T>(CSlice<T>(y + start, n, stride), CSlice<T>(dy + start, n, stride),
+                                Slice<T>(dx + start, n, stride), scratch);
+    });
+    return;
+  }
+  detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
+    const int64_t start = o * n * r.inner + c;
+    const T* yb = y + start;
+    const T* dyb = dy + start;
+    T* dxb = dx + start;
+    alignas(64) T zero[detail::kMaxColumnBlock], dy_sum[detail::kMaxColumnBlock],
+        exp_sum[detail::kMaxColumnBlock];
+    std::fill_n(zero, w, T(0));
+    auto sums = detail::MapArr<T>(dy_sum, w);
+    sums.setZero();
+    for (int64_t k = 0; k < n; ++k) sums += detail::CMapArr<T>(dyb + k * r.inner, w);
+    detail::column_exp_sums(yb, n, r.inner, w, zero, dxb, r.inner, exp_sum);
+    bool dead = false;  // a fully masked column (all of Y -inf) sums its exps to 0
+    for (int64_t j = 0; j < w; ++j) dead = dead || exp_sum[j] == 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = k * r.inner;
+      auto g = detail::MapArr<T>(dxb + at, w);
+      g = detail::CMapArr<T>(dyb + at, w) - g * sums;
+      if (dead)  // its gradient is zero
+        for (int64_t j = 0; j < w; ++j)
+          if (exp_sum[j] == 0) g[j] = 0;
+    }
+  });
+}
+
 }  // namespace
 
 Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) {
@@ -109,48 +204,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
   const detail::AxisReduction r = detail::axis_reduction(X.shape(), dim, true, "log_softmax");
   Tensor Y(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<class T>() {
-    if (X.numel() == 0) return;
-    const int64_t n = r.n;
-    const T* x = X.data<T>();
-    T* y = Y.data<T>();
-    if (r.inner == 1) {  // the last axis: contiguous slices, the fast path, rows on the team
-      detail::for_parts(
-          r.outer,
-          [&](int64_t begin, int64_t end) {
-            ArrayOf<T> scratch(n);
-            for (int64_t o = begin; o < end; ++o)
-              log_softmax_slice<T>(detail::CMapArr<T>(x + o * n, n),
-                                   detail::MapArr<T>(y + o * n, n), scratch.data());
-          },
-          detail::pass_serial_below(n));
-      return;
-    }
-    if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
-      detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
-        log_softmax_slice<T>(CSlice<T>(x + start, n, Stride(r.inner)),
-                             Slice<T>(y + start, n, Stride(r.inner)), scratch);
-      });
-      return;
-    }
-    // Another axis: the slabs' columns a block at a time (ops/axis_columns.h), y holding the
-    // exps until the last pass.
-    detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
-      const int64_t start = o * n * r.inner + c;
-      alignas(64) T m[detail::kMaxColumnBlock], sums[detail::kMaxColumnBlock],
-          lse[detail::kMaxColumnBlock];
-      detail::column_max(x + start, n, r.inner, w, m);
-      for (int64_t j = 0; j < w; ++j)  // a fully masked column: shifted by 0, its exps all 0
-        if (m[j] == -std::numeric_limits<T>::infinity()) m[j] = 0;
-      detail::column_exp_sums(x + start, n, r.inner, w, m, y + start, r.inner, sums);
-      detail::MapArr<T>(lse, w) = detail::MapArr<T>(sums, w).log();  // (vectorised)
-      for (int64_t j = 0; j < w; ++j)  // only a fully masked column sums to 0: it stays -inf
-        lse[j] = detail::pick(sums[j] == T(0), T(0), lse[j]);
-      const auto shift = detail::CMapArr<T>(m, w), sub = detail::CMapArr<T>(lse, w);
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t at = start + k * r.inner;
-        detail::MapArr<T>(y + at, w) = (detail::CMapArr<T>(x + at, w) - shift) - sub;
-      }
-    });
+    if (X.numel() > 0) log_softmax_forward<T>(X.data<T>(), Y.data<T>(), r);
   });
   return record("log_softmax", std::move(Y), {X}, where)
       .formula([dim, r](const Tensor& dY, const Tensor& Y) -> Grads {
@@ -161,56 +215,7 @@ Tensor log_softmax(const Tensor& X, int dim, const std::source_location& where) 
       .kernel([r](const Tensor& dY, const Tensor& Y) -> Grads {
         Tensor dX(Y.shape(), Y.dtype());
         dispatch(Y.dtype(), [&]<class T>() {
-          if (Y.numel() == 0) return;
-          if (r.inner == 1) {
-            const int64_t n = r.n;
-            detail::for_parts(
-                r.outer,
-                [&](int64_t begin, int64_t end) {
-                  ArrayOf<T> scratch(n);
-                  for (int64_t o = begin; o < end; ++o)
-                    log_softmax_grad_slice<T>(detail::CMapArr<T>(Y.data<T>() + o * n, n),
-                                              detail::CMapArr<T>(dY.data<T>() + o * n, n),
-                                              detail::MapArr<T>(dX.data<T>() + o * n, n),
-                                              scratch.data());
-                },
-                detail::pass_serial_below(n));
-            return;
-          }
-          if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
-            const int64_t n = r.n;
-            const Stride stride(r.inner);
-            detail::for_slices<T>(r, 1, [&](int64_t start, T* scratch) {
-              log_softmax_grad_slice<T>(CSlice<T>(Y.data<T>() + start, n, stride),
-                                        CSlice<T>(dY.data<T>() + start, n, stride),
-                                        Slice<T>(dX.data<T>() + start, n, stride), scratch);
-            });
-            return;
-          }
-          // Another axis: dX holds exp(Y) until the last pass (ops/axis_columns.h).
-          detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
-            const int64_t start = o * r.n * r.inner + c;
-            const T* y = Y.data<T>() + start;
-            const T* dy = dY.data<T>() + start;
-            T* dx = dX.data<T>() + start;
-            alignas(64) T zero[detail::kMaxColumnBlock], dy_sum[detail::kMaxColumnBlock],
-                exp_sum[detail::kMaxColumnBlock];
-            std::fill_n(zero, w, T(0));
-            auto sums = detail::MapArr<T>(dy_sum, w);
-            sums.setZero();
-            for (int64_t k = 0; k < r.n; ++k) sums += detail::CMapArr<T>(dy + k * r.inner, w);
-            detail::column_exp_sums(y, r.n, r.inner, w, zero, dx, r.inner, exp_sum);
-            bool dead = false;  // a fully masked column (all of Y -inf) sums its exps to 0
-            for (int64_t j = 0; j < w; ++j) dead = dead || exp_sum[j] == 0;
-            for (int64_t k = 0; k < r.n; ++k) {
-              const int64_t at = k * r.inner;
-              auto g = detail::MapArr<T>(dx + at, w);
-              g = detail::CMapArr<T>(dy + at, w) - g * sums;
-              if (dead)  // its gradient is zero
-                for (int64_t j = 0; j < w; ++j)
-                  if (exp_sum[j] == 0) g[j] = 0;
-            }
-          });
+          if (Y.numel() > 0) log_softmax_grad<T>(dY.data<T>(), Y.data<T>(), dX.data<T>(), r);
         });
         return {dX};
       })

@@ -131,8 +131,9 @@ T exp_sum_below(const T* x, T shift, int64_t n) {
 }
 
 /// y = log1p(y) for n entries: Eigen's, vectorised, for float; Eigen vectorises log but not
-/// log1p for double, so there Goldberg's form y log(u) / (u - 1), u = 1 + y (what Eigen's float
-/// log1p computes), within a few units in the last place; inf stays inf, NaN NaN.
+/// log1p for double, so there Goldberg's form y (log(u) / (u - 1)), u = 1 + y (what Eigen's float
+/// log1p computes; y log(u) first would overflow past y = 2.5e305), within a few units in the last
+/// place; inf stays inf, NaN NaN.
 template <class T>
 void log1p_into(T* y, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
@@ -146,7 +147,7 @@ void log1p_into(T* y, int64_t n) {
       MapArr<T>(u, m) = MapArr<T>(yb, m) + T(1);
       MapArr<T>(l, m) = MapArr<T>(u, m).log();
       for (int64_t i = 0; i < m; ++i) {
-        const T r = pick(u[i] == T(1), yb[i], yb[i] * l[i] / (u[i] - T(1)));
+        const T r = pick(u[i] == T(1), yb[i], yb[i] * (l[i] / (u[i] - T(1))));  // (no overflow)
         yb[i] = pick(u[i] == std::numeric_limits<T>::infinity(), u[i], r);
       }
     }

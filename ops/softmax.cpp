@@ -59,6 +59,17 @@ void softmax_grad(const T* dy, const T* y, T* dx, const detail::AxisReduction& r
         detail::pass_serial_below(n));
     return;
   }
+  if (r.inner < detail::kMinColumns) {  // a narrow slab: a slice at a time, as a row
+    detail::for_slices<T>(r, 2, [&](int64_t start, T* rows) {
+      detail::gather(dy + start, n, r.inner, rows);
+      detail::gather(y + start, n, r.inner, rows + n);
+      const T dot = detail::row_dot(rows, rows + n, n);
+      auto g = detail::MapArr<T>(rows, n);
+      g = detail::CMapArr<T>(rows + n, n) * (g - dot);
+      detail::scatter(rows, n, r.inner, dx + start);
+    });
+    return;
+  }
   detail::for_column_blocks<T>(r, [&](int64_t o, int64_t c, int64_t w) {
     const int64_t start = o * n * r.inner + c;
     alignas(64) T dots[detail::kMaxColumnBlock];

@@ -6,6 +6,7 @@
 #include <tapegrad/ops/softplus.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <tapegrad/autograd/node.h>
@@ -55,13 +56,17 @@ Tensor softplus(const Tensor& X, double beta, double threshold, const std::sourc
           const T* dy = dY.data<T>();
           T* dx = dX.data<T>();
           const T b = T(beta), th = T(threshold);
-          detail::for_chunks(X.numel(), 1024, [&](int64_t i0, int64_t m) {  // as PyTorch's
+          // dY sigmoid(beta X) as z / (z + 1), z = exp(beta X), divided first: PyTorch's kernel
+          // multiplies dY z first, which overflows to inf once z nears the dtype's largest (a
+          // threshold past 88 in float32), and z = inf (past it) gives the sigmoid's limit, 1.
+          detail::for_chunks(X.numel(), 1024, [&](int64_t i0, int64_t m) {
             T* z = dx + i0;
             for (int64_t i = 0; i < m; ++i) z[i] = x[i0 + i] * b;
             detail::exp_into(z, z, m);
             for (int64_t i = 0; i < m; ++i) {
-              const T g = dy[i0 + i];
-              z[i] = detail::pick(x[i0 + i] * b > th, g, g * z[i] / (z[i] + T(1)));
+              const T g = dy[i0 + i], zi = z[i], inf = std::numeric_limits<T>::infinity();
+              const T s = detail::pick(zi == inf, T(1), zi / (zi + T(1)));
+              z[i] = detail::pick(x[i0 + i] * b > th, g, g * s);
             }
           });
         });

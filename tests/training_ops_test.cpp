@@ -272,8 +272,8 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
   for (const int64_t C : {int64_t{1100}, int64_t{5}})
     for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
       const std::string dt = std::string(tg::dtype_name(dtype)) + " C " + std::to_string(C);
-      const int64_t B = 3, n = 70;
       const bool wide = C > 16;
+      const int64_t B = wide ? 3 : 100, n = 70;  // (500 narrow slices: enough for a team)
       // The special columns: two fully masked, a NaN among -inf, one partly masked, a NaN among
       // finite entries, +inf.
       const int64_t dead0 = wide ? 5 : 0, dead1 = C - 1, nan_masked = wide ? 7 : 2;
@@ -364,8 +364,8 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
 TEST(TrainingOps, LogsumexpMatchesAPlainLoopAlongEveryAxis) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const int64_t C : {int64_t{1100}, int64_t{5}}) {  // column blocks; a slice at a time
-    const int64_t B = 3, n = 70;
     const bool wide = C > 16;
+    const int64_t B = wide ? 3 : 100, n = 70;  // (500 narrow slices: enough for a team)
     const int64_t dead0 = wide ? 5 : 0, dead1 = C - 1, nan_masked = wide ? 7 : 2;
     const int64_t partly = wide ? 300 : 3, nan_finite = wide ? 600 : 3, pinf = wide ? 17 : 1;
     tg::Rng rng(13);
@@ -429,28 +429,43 @@ TEST(TrainingOps, LogsumexpMatchesAPlainLoopAlongEveryAxis) {
   }
 }
 
+// Within 4 units in the last place (of `scale`, and 4 spacings of denormals, where exp's
+// results lose digits); NaN for NaN, the same infinity for one.
+bool within_four_units(double got, long double want, double scale, bool f32) {
+  const double eps = f32 ? 0x1p-23 : 0x1p-52, tiny = f32 ? 0x1p-149 : 0x1p-1074;
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= 4 * (eps * scale + tiny);
+}
+
+// An evenly spaced grid of [lo, hi] (70,001 points: past 2^15, so chunks go to the team), then 0,
+// -0, +-inf and NaN.
+std::vector<double> grid_and_edges(double lo, double hi) {
+  std::vector<double> xs;
+  for (int i = 0; i <= 70000; ++i) xs.push_back(lo + (hi - lo) * i / 70000.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  xs.insert(xs.end(), {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()});
+  return xs;
+}
+
 // softplus is vectorised (exp by detail::exp_into, log1p by detail::log1p_into, the switch by
 // bit masks): Y and its backward kernel's dX (dY random) within 4 units in the last place of the
-// formula in long double from the rounded beta x (plus 4 spacings of denormals, where exp's
-// results lose digits), over [-120, 60] in float32 (exp(-100) is a denormal) and [-800, 60] in
-// float64, beta 1 and -1.5, thresholds 20 and 5, with +-inf and NaN as the formula gives them;
-// one thread and two the same bits. Negative control: the cancelling form log(1 + exp(x)) is off
-// by far more at x = -30.
+// formula in long double from the rounded beta x, over [-120, 88] in float32 (exp(-100) is a
+// denormal) and [-800, 709] in float64, beta 1 and -1.5, thresholds 20 and 5, and 1000 (exp(beta
+// x) up to the dtype's largest: y log(u) in log1p's form overflowed there), with +-inf and NaN as
+// the formula gives them; one thread and two the same bits. Negative control: the cancelling
+// form log(1 + exp(x)) in the dtype fails the same check at x = -30.
 TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
     const bool f32 = dtype == Dtype::f32;
     const std::string dt = tg::dtype_name(dtype);
-    const double lo = f32 ? -120 : -800, eps = f32 ? 0x1p-23 : 0x1p-52;
-    const double tiny = f32 ? 0x1p-149 : 0x1p-1074;
-    std::vector<double> xs;
-    for (int i = 0; i <= 70000; ++i) xs.push_back(lo + (60 - lo) * i / 70000.0);
-    const double inf = std::numeric_limits<double>::infinity();
-    xs.insert(xs.end(), {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()});
+    const std::vector<double> xs = grid_and_edges(f32 ? -120 : -800, f32 ? 88 : 709);
     const int64_t n = static_cast<int64_t>(xs.size());
     const Tensor x = tg::from_vector(xs, {n}, dtype);
-    const Tensor dy = tg::randn({n}, *std::make_unique<tg::Rng>(17), dtype);
+    tg::Rng rng(17);
+    const Tensor dy = tg::randn({n}, rng, dtype);
     const std::vector<double> xv = x.to_vector(), g = dy.to_vector();
-    for (auto [beta, threshold] : {std::pair{1.0, 20.0}, {-1.5, 20.0}, {1.0, 5.0}}) {
+    for (auto [beta, threshold] : {std::pair{1.0, 20.0}, {-1.5, 20.0}, {1.0, 5.0}, {1.0, 1000.0}}) {
       const auto run = [&](int threads) {
         const tg::test::ThreadCount count(threads);
         const Tensor xr = x.detach().set_requires_grad();
@@ -472,22 +487,59 @@ TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
         const L want_y = lin ? xi : std::log1p(z) / b;
         const L want_dx = lin ? L(g[i]) : L(g[i]) * z / (z + 1);
         for (auto [got, want, what] : {std::tuple{y[i], want_y, "Y"}, {dx[i], want_dx, "dX"}}) {
-          const double tol = 4 * (eps * std::fabs(double(want)) + tiny);
-          const bool ok = std::isnan(want)   ? std::isnan(got)
-                          : std::isinf(want) ? got == want
-                                             : std::fabs(got - want) <= tol;
+          const bool ok = within_four_units(got, want, std::fabs(double(want)), f32);
           if (!ok) ++bad;
           EXPECT_TRUE(ok) << dt << " beta " << beta << " threshold " << threshold << " " << what
                           << " at x = " << xv[i] << ": " << got << " vs " << double(want);
         }
       }
     }
-    // Negative control: log(1 + exp(x)) at x = -30, in the dtype, loses most digits (all in
-    // float32, where 1 + 9e-14 is 1).
-    const double exact = std::log1p(std::exp(-30.0));
+    const long double exact = std::log1p(std::exp(-30.0L));
     const double naive = f32 ? double(std::log(1.0f + std::exp(-30.0f)))
                              : std::log(1.0 + std::exp(-30.0));
-    EXPECT_GT(std::fabs(naive - exact), 4 * eps * exact);
+    EXPECT_FALSE(within_four_units(naive, exact, double(exact), f32)) << dt;
+  }
+}
+
+// binary_cross_entropy_with_logits (reduction none) takes its log-sigmoid min(x, 0) -
+// log1p(exp(-|x|)) vectorised, as softplus: E = (1 - y) x - log_sigmoid(x) within 4 units in the
+// last place of its terms' size of the same formula in long double, over [-120, 88] (float32) and
+// [-800, 709] (float64) with targets y in [0, 1], +-inf and NaN as the formula gives them; one
+// thread and two the same bits. Negative control: log(sigmoid(x)) in the dtype fails the check at
+// x = -120 (float32) or -800 (float64), where sigmoid underflows.
+TEST(TrainingOps, BceWithLogitsWithinFourUnitsOfTheFormula) {
+  for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const bool f32 = dtype == Dtype::f32;
+    const std::string dt = tg::dtype_name(dtype);
+    const std::vector<double> xs = grid_and_edges(f32 ? -120 : -800, f32 ? 88 : 709);
+    const int64_t n = static_cast<int64_t>(xs.size());
+    const Tensor x = tg::from_vector(xs, {n}, dtype);
+    tg::Rng rng(19);
+    const Tensor t = tg::uniform({n}, rng, 0.0, 1.0, dtype);
+    const auto run = [&](int threads) {
+      const tg::test::ThreadCount count(threads);
+      return tg::binary_cross_entropy_with_logits(x, t, tg::Reduction::none);
+    };
+    const Tensor one = run(1), two = run(2);
+    EXPECT_TRUE(tg::test::same_bytes(one, two)) << dt;
+    const std::vector<double> e = one.to_vector(), xv = x.to_vector(), tv = t.to_vector();
+    using L = long double;
+    const auto log_sigmoid = [](L v) {
+      return std::min(v, L(0)) - std::log1p(std::exp(-std::fabs(v)));
+    };
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 5; ++i) {
+      const L a = (1 - L(tv[i])) * L(xv[i]), l = log_sigmoid(xv[i]), want = a - l;
+      const bool ok = within_four_units(e[i], want, double(std::fabs(a) + std::fabs(l)), f32);
+      if (!ok) ++bad;
+      EXPECT_TRUE(ok) << dt << " at x = " << xv[i] << ", y = " << tv[i] << ": " << e[i] << " vs "
+                      << double(want);
+    }
+    const double lo = xs.front();
+    const L l = log_sigmoid(lo);
+    const double naive = f32 ? double(std::log(1.0f / (1.0f + std::exp(-float(lo)))))
+                             : std::log(1.0 / (1.0 + std::exp(-lo)));
+    EXPECT_FALSE(within_four_units(naive, l, double(std::fabs(l)), f32)) << dt;
   }
 }
 
