@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -258,6 +259,39 @@ TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
   }
 }
 
+// (B, 70, C) entries, N(0, 3^2), whose slices along axis 1 (columns) include: two fully masked
+// (the second in the last column, so in the last, short block), one -inf but for a NaN, one
+// partly masked, one with a NaN among finite entries, one with +inf. B is 3 for a wide slab, 100
+// for a narrow one (500 slices: enough for a team).
+struct SpecialColumns {
+  int64_t B = 0, n = 70;
+  std::array<int64_t, 6> columns{};  // dead0, dead1, nan_masked, partly, nan_finite, pinf
+  std::vector<double> values;
+};
+
+SpecialColumns special_columns(int64_t C, tg::Rng& rng) {
+  const bool wide = C > 16;
+  SpecialColumns sc;
+  sc.B = wide ? 3 : 100;
+  sc.columns = {wide ? 5 : 0, C - 1, wide ? 7 : 2, wide ? 300 : 3, wide ? 600 : 3, wide ? 17 : 1};
+  const auto [dead0, dead1, nan_masked, partly, nan_finite, pinf] = sc.columns;
+  const int64_t n = sc.n;
+  sc.values = tg::randn({sc.B, n, C}, rng, Dtype::f64, 3.0).to_vector();
+  auto at = [&](int64_t b, int64_t k, int64_t c) -> double& {
+    return sc.values[(b * n + k) * C + c];
+  };
+  for (int64_t k = 0; k < n; ++k) {
+    at(0, k, dead0) = -kInf;
+    at(1, k, dead1) = -kInf;
+    at(1, k, nan_masked) = -kInf;
+    if (k % 3) at(2, k, partly) = -kInf;
+  }
+  at(1, 40, nan_masked) = std::numeric_limits<double>::quiet_NaN();
+  at(0, 13, nan_finite) = std::numeric_limits<double>::quiet_NaN();
+  at(2, 69, pinf) = kInf;
+  return sc;
+}
+
 // softmax and log_softmax along an axis that is not the last work each slab's columns a block at
 // a time (ops/axis_columns.h), or a slice at a time when the slabs are narrow. Against the last
 // axis of the transposed tensor (the row path), over columns spread across several blocks with a
@@ -267,29 +301,15 @@ TEST(TrainingOps, ExpAndSoftmaxRowsGiveTheSameBitsWhereverTheyStart) {
 // its column NaN, among finite entries or -inf ones, and so does +inf; one thread and two give
 // the same bits.
 TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   // 1100 columns: blocks of 224 in float32 (112 in float64), the last short; 5: a slice at a time
   for (const int64_t C : {int64_t{1100}, int64_t{5}})
     for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
       const std::string dt = std::string(tg::dtype_name(dtype)) + " C " + std::to_string(C);
-      const bool wide = C > 16;
-      const int64_t B = wide ? 3 : 100, n = 70;  // (500 narrow slices: enough for a team)
-      // The special columns: two fully masked, a NaN among -inf, one partly masked, a NaN among
-      // finite entries, +inf.
-      const int64_t dead0 = wide ? 5 : 0, dead1 = C - 1, nan_masked = wide ? 7 : 2;
-      const int64_t partly = wide ? 300 : 3, nan_finite = wide ? 600 : 3, pinf = wide ? 17 : 1;
       tg::Rng rng(11);
-      std::vector<double> v = tg::randn({B, n, C}, rng, Dtype::f64, 3.0).to_vector();
-      auto at = [&](int64_t b, int64_t k, int64_t c) -> double& { return v[(b * n + k) * C + c]; };
-      for (int64_t k = 0; k < n; ++k) {
-        at(0, k, dead0) = -kInf;
-        at(1, k, dead1) = -kInf;  // (in the last, short block)
-        at(1, k, nan_masked) = -kInf;
-        if (k % 3) at(2, k, partly) = -kInf;
-      }
-      at(1, 40, nan_masked) = nan;
-      at(0, 13, nan_finite) = nan;
-      at(2, 69, pinf) = kInf;
+      const SpecialColumns sc = special_columns(C, rng);
+      const int64_t B = sc.B, n = sc.n;
+      const std::vector<double>& v = sc.values;
+      const auto [dead0, dead1, nan_masked, partly, nan_finite, pinf] = sc.columns;
       const Tensor x = tg::from_vector(v, {B, n, C}, dtype), dy = tg::randn({B, n, C}, rng, dtype);
       const auto run = [&](int threads) {
         const tg::test::ThreadCount count(threads);
@@ -350,7 +370,9 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
           EXPECT_TRUE(std::isnan(entry(p, b, k, c))) << dt << " column " << c << " row " << k;
           EXPECT_TRUE(std::isnan(entry(lp, b, k, c))) << dt << " column " << c << " row " << k;
         }
-        if (k % 3) EXPECT_EQ(entry(p, 2, k, partly), 0.0) << dt;
+        if (k % 3) {
+          EXPECT_EQ(entry(p, 2, k, partly), 0.0) << dt;
+        }
       }
     }
 }
@@ -364,22 +386,11 @@ TEST(TrainingOps, SoftmaxAlongAnotherAxisMatchesTheTransposedLastAxis) {
 TEST(TrainingOps, LogsumexpMatchesAPlainLoopAlongEveryAxis) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const int64_t C : {int64_t{1100}, int64_t{5}}) {  // column blocks; a slice at a time
-    const bool wide = C > 16;
-    const int64_t B = wide ? 3 : 100, n = 70;  // (500 narrow slices: enough for a team)
-    const int64_t dead0 = wide ? 5 : 0, dead1 = C - 1, nan_masked = wide ? 7 : 2;
-    const int64_t partly = wide ? 300 : 3, nan_finite = wide ? 600 : 3, pinf = wide ? 17 : 1;
     tg::Rng rng(13);
-    std::vector<double> v = tg::randn({B, n, C}, rng, Dtype::f64, 3.0).to_vector();
-    auto at = [&](int64_t b, int64_t k, int64_t c) -> double& { return v[(b * n + k) * C + c]; };
-    for (int64_t k = 0; k < n; ++k) {
-      at(0, k, dead0) = -kInf;
-      at(1, k, dead1) = -kInf;
-      at(1, k, nan_masked) = -kInf;
-      if (k % 3) at(2, k, partly) = -kInf;
-    }
-    at(1, 40, nan_masked) = nan;
-    at(0, 13, nan_finite) = nan;
-    at(2, 69, pinf) = kInf;
+    const SpecialColumns sc = special_columns(C, rng);
+    const int64_t B = sc.B, n = sc.n;
+    const std::vector<double>& v = sc.values;
+    const auto [dead0, dead1, nan_masked, partly, nan_finite, pinf] = sc.columns;
     for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
       const std::string dt = std::string(tg::dtype_name(dtype)) + " C " + std::to_string(C);
       const Tensor x = tg::from_vector(v, {B, n, C}, dtype);
@@ -438,14 +449,17 @@ bool within_four_units(double got, long double want, double scale, bool f32) {
   return std::fabs(got - want) <= 4 * (eps * scale + tiny);
 }
 
-// An evenly spaced grid of [lo, hi] (70,001 points: past 2^15, so chunks go to the team), then 0,
-// -0, +-inf and NaN.
-std::vector<double> grid_and_edges(double lo, double hi) {
+// exp's range in the dtype, evenly: [-120, 88] in float32 (exp(-100) is a denormal, exp(88) near
+// the largest float), [-800, 709] in float64, 70,001 points (past 2^15, so chunks go to the
+// team); then 0, -0, +-inf and NaN.
+Tensor exp_range_grid(Dtype dtype) {
+  const bool f32 = dtype == Dtype::f32;
+  const double lo = f32 ? -120 : -800, hi = f32 ? 88 : 709;
   std::vector<double> xs;
   for (int i = 0; i <= 70000; ++i) xs.push_back(lo + (hi - lo) * i / 70000.0);
   const double inf = std::numeric_limits<double>::infinity();
   xs.insert(xs.end(), {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()});
-  return xs;
+  return tg::from_vector(xs, {static_cast<int64_t>(xs.size())}, dtype);
 }
 
 // softplus is vectorised (exp by detail::exp_into, log1p by detail::log1p_into, the switch by
@@ -459,9 +473,8 @@ TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
     const bool f32 = dtype == Dtype::f32;
     const std::string dt = tg::dtype_name(dtype);
-    const std::vector<double> xs = grid_and_edges(f32 ? -120 : -800, f32 ? 88 : 709);
-    const int64_t n = static_cast<int64_t>(xs.size());
-    const Tensor x = tg::from_vector(xs, {n}, dtype);
+    const Tensor x = exp_range_grid(dtype);
+    const int64_t n = x.numel();
     tg::Rng rng(17);
     const Tensor dy = tg::randn({n}, rng, dtype);
     const std::vector<double> xv = x.to_vector(), g = dy.to_vector();
@@ -511,9 +524,8 @@ TEST(TrainingOps, BceWithLogitsWithinFourUnitsOfTheFormula) {
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
     const bool f32 = dtype == Dtype::f32;
     const std::string dt = tg::dtype_name(dtype);
-    const std::vector<double> xs = grid_and_edges(f32 ? -120 : -800, f32 ? 88 : 709);
-    const int64_t n = static_cast<int64_t>(xs.size());
-    const Tensor x = tg::from_vector(xs, {n}, dtype);
+    const Tensor x = exp_range_grid(dtype);
+    const int64_t n = x.numel();
     tg::Rng rng(19);
     const Tensor t = tg::uniform({n}, rng, 0.0, 1.0, dtype);
     const auto run = [&](int threads) {
@@ -535,7 +547,7 @@ TEST(TrainingOps, BceWithLogitsWithinFourUnitsOfTheFormula) {
       EXPECT_TRUE(ok) << dt << " at x = " << xv[i] << ", y = " << tv[i] << ": " << e[i] << " vs "
                       << double(want);
     }
-    const double lo = xs.front();
+    const double lo = xv.front();
     const L l = log_sigmoid(lo);
     const double naive = f32 ? double(std::log(1.0f / (1.0f + std::exp(-float(lo)))))
                              : std::log(1.0 / (1.0 + std::exp(-lo)));
