@@ -75,7 +75,7 @@ void for_column_blocks(const AxisReduction& r, const F& f) {
           f(o, c, std::min(W, r.inner - c));
         }
       },
-      pass_serial_below(r.n * std::min(W, r.inner)));
+      pass_serial_below(r.n * ((r.inner + per_slab - 1) / per_slab)));  // (blocks' mean width)
 }
 
 /// m = the maxima of w columns over n rows `stride` apart from x. (With a NaN in a column, m may

@@ -1,7 +1,8 @@
 // The training ops (div, exp, log, tanh, sqrt, rsqrt, relu, gelu, erf, mean, layer_norm,
-// linear, softmax, log_softmax, logsumexp, softplus): forward values against plain loops in
-// double, kernel and formula agreeing on every registry case, float32 accumulation, and a table
-// of bad inputs.
+// linear, log_softmax, logsumexp, softplus, binary_cross_entropy_with_logits): forward values
+// against plain loops in double (softmax and log_softmax along another axis against the
+// transposed last axis), kernel and formula agreeing on every registry case, float32
+// accumulation, and a table of bad inputs.
 
 #include <gtest/gtest.h>
 
@@ -449,12 +450,12 @@ bool within_four_units(double got, long double want, double scale, bool f32) {
   return std::fabs(got - want) <= 4 * (eps * scale + tiny);
 }
 
-// exp's range in the dtype, evenly: [-120, 88] in float32 (exp(-100) is a denormal, exp(88) near
-// the largest float), [-800, 709] in float64, 70,001 points (past 2^15, so chunks go to the
-// team); then 0, -0, +-inf and NaN.
+// exp's range in the dtype and past it, evenly: [-120, 100] in float32 (exp(-100) is a denormal,
+// exp(88.7) the largest float), [-800, 720] in float64 (709.8), 70,001 points (past 2^15, so
+// chunks go to the team); then 0, -0, +-inf and NaN.
 Tensor exp_range_grid(Dtype dtype) {
   const bool f32 = dtype == Dtype::f32;
-  const double lo = f32 ? -120 : -800, hi = f32 ? 88 : 709;
+  const double lo = f32 ? -120 : -800, hi = f32 ? 100 : 720;
   std::vector<double> xs;
   for (int i = 0; i <= 70000; ++i) xs.push_back(lo + (hi - lo) * i / 70000.0);
   const double inf = std::numeric_limits<double>::infinity();
@@ -464,11 +465,12 @@ Tensor exp_range_grid(Dtype dtype) {
 
 // softplus is vectorised (exp by detail::exp_into, log1p by detail::log1p_into, the switch by
 // bit masks): Y and its backward kernel's dX (dY random) within 4 units in the last place of the
-// formula in long double from the rounded beta x, over [-120, 88] in float32 (exp(-100) is a
-// denormal) and [-800, 709] in float64, beta 1 and -1.5, thresholds 20 and 5, and 1000 (exp(beta
-// x) up to the dtype's largest: y log(u) in log1p's form overflowed there), with +-inf and NaN as
-// the formula gives them; one thread and two the same bits. Negative control: the cancelling
-// form log(1 + exp(x)) in the dtype fails the same check at x = -30.
+// formula in long double from the rounded beta x, over exp's range and past it ([-120, 100] in
+// float32, [-800, 720] in float64), beta 1 and -1.5, thresholds 20 and 5, and 1000 (exp(beta x)
+// up to the dtype's largest and past it: y log(u) in log1p's form overflowed there, and dY z
+// with |dY| = 4; past it Y is X and dX dY), with +-inf and NaN as the formula gives them; one
+// thread and two the same bits. Negative control: the cancelling form log(1 + exp(x)) in the
+// dtype fails the same check at x = -30.
 TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
   for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
     const bool f32 = dtype == Dtype::f32;
@@ -476,8 +478,11 @@ TEST(TrainingOps, SoftplusWithinFourUnitsOfTheFormula) {
     const Tensor x = exp_range_grid(dtype);
     const int64_t n = x.numel();
     tg::Rng rng(17);
-    const Tensor dy = tg::randn({n}, rng, dtype);
-    const std::vector<double> xv = x.to_vector(), g = dy.to_vector();
+    const std::vector<double> xv = x.to_vector();
+    std::vector<double> g = tg::randn({n}, rng, Dtype::f64).to_vector();
+    for (int64_t i = 0; i < n; ++i)  // dY exp(beta X) past the largest value near exp's edge
+      if (xv[i] > (f32 ? 80 : 700)) g[i] = i % 2 ? 4.0 : -4.0;
+    const Tensor dy = tg::from_vector(g, {n}, dtype);
     for (auto [beta, threshold] : {std::pair{1.0, 20.0}, {-1.5, 20.0}, {1.0, 5.0}, {1.0, 1000.0}}) {
       const auto run = [&](int threads) {
         const tg::test::ThreadCount count(threads);
