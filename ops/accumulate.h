@@ -124,7 +124,7 @@ inline AxisReduction axis_reduction(const Shape& s, int axis, bool keepdim, cons
 }
 
 /// y[o, i] = f(row, stride) for every row along the reduction's axis: row points at its first
-/// entry, the k-th is row[k * stride] (for the reductions that are not sums: logsumexp, var).
+/// entry, the k-th is row[k * stride] (for the reductions that are not sums: var).
 template <class T, class F>
 void reduce_rows(const T* x, const AxisReduction& r, T* y, F f) {
   for (int64_t o = 0; o < r.outer; ++o)
