@@ -113,8 +113,8 @@ class Pass {
       stack.pop_back();
       if (n->released) throw freed(*n);
       for (const Edge& e : n->edges()) {
-        if (e.leaf) note_leaf(e.leaf.get());
-        Node* c = e.node.get();
+        if (TensorImpl* l = e.leaf()) note_leaf(l);
+        Node* c = e.node();
         if (!c) continue;
         const bool fresh = visit(c);
         ++state(c).waiting;
@@ -125,7 +125,7 @@ class Pass {
     if (on_ready_)
       for (const NodeState& st : w_->nodes)
         for (const Edge& e : st.node->edges())
-          if (e.leaf) ++leaf(e.leaf.get())->uses;
+          if (TensorImpl* l = e.leaf()) ++leaf(l)->uses;
   }
 
   // Each output's seed is its first gradient (a tensor given twice gets both).
@@ -162,14 +162,14 @@ class Pass {
       ready.pop_back();
       order.push_back(n);
       for (const Edge& e : n->edges())
-        if (Node* c = e.node.get(); c && --waiting[c->slot] == 0) ready.push_back(c);
+        if (Node* c = e.node(); c && --waiting[c->slot] == 0) ready.push_back(c);
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       NodeState& st = state(*it);
       bool needed = st.capture >= 0;
       for (const Edge& e : (*it)->edges())
-        needed = needed || (e.leaf && leaf(e.leaf.get())->input >= 0) ||
-                 (e.node && state(e.node.get()).needed);
+        needed = needed || (e.leaf() && leaf(e.leaf())->input >= 0) ||
+                 (e.node() && state(e.node()).needed);
       st.needed = needed;
     }
   }
@@ -185,8 +185,8 @@ class Pass {
       ready.pop_back();
       // dY lives until n's gradients are sent: who holds a buffer decides where the sums go.
       Tensor dY(std::move(state(n).grad));
-      if (n->hooks && dY.defined()) dY = run_hooks(*n->hooks, dY, "the output of " + op_at(*n));
-      if (n->recompute)
+      if (n->hooks() && dY.defined()) dY = run_hooks(*n->hooks(), dY, "the output of " + op_at(*n));
+      if (n->recompute())
         splice(*n, dY);
       else
         send(*n, run(*n, dY));
@@ -287,19 +287,19 @@ class Pass {
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.active()) continue;
-      const Tensor& g = n.recompute ? none : grads[i];
+      const Tensor& g = n.recompute() ? none : grads[i];
       if (g.defined()) check_fits(n, i, g);
-      if (e.leaf) {
+      if (TensorImpl* t = e.leaf()) {
         if (!g.defined() && !on_ready_) continue;
-        LeafState* l = leaf(e.leaf.get());
+        LeafState* l = leaf(t);
         if (g.defined()) accumulate_grad(l->grad, g, call_.create_graph);
-        if (on_ready_ && --l->uses == 0) tell_ready(e.leaf, *l);
+        if (on_ready_ && --l->uses == 0) tell_ready(e.leaf_ptr(), *l);
         continue;
       }
-      NodeState& c = state(e.node.get());
+      NodeState& c = state(e.node());
       if (!c.needed) continue;
       if (g.defined()) accumulate_grad(c.grad, g, call_.create_graph);
-      if (--c.waiting == 0) w_->ready.push_back(e.node.get());
+      if (--c.waiting == 0) w_->ready.push_back(e.node());
     }
   }
 
@@ -308,12 +308,12 @@ class Pass {
   void splice(Node& n, const Tensor& dY) {
     capture(n, dY);
     if (!dY.defined()) return send(n, Grads{});
-    if (!n.recompute->run) throw freed(n);
+    if (!n.recompute()->run) throw freed(n);
     std::vector<Node*> made;  // the nodes the recomputation records
     {
       NodeCollector collect(made);
       GradModeGuard on(true);
-      recomputed_.push_back(n.recompute->run());  // keeps the new graph alive for the pass
+      recomputed_.push_back(n.recompute()->run());  // keeps the new graph alive for the pass
     }
     const Tensor& y = recomputed_.back();
     Node* root = y.impl().grad_fn.get();
@@ -327,12 +327,11 @@ class Pass {
     discover_region(n, root, made);
     // n's edges now wait for the new nodes instead of n (an edge fn read but no path to its output
     // took gets nothing, as from an op that returns no gradient for an input).
-    for (const Edge& e : n.recompute->edges) {
-      if (e.node) {
-        if (NodeState& c = state(e.node.get()); --c.waiting == 0 && c.needed)
-          w_->ready.push_back(e.node.get());
-      } else if (LeafState* l = leaf(e.leaf.get()); on_ready_ && --l->uses == 0) {
-        tell_ready(e.leaf, *l);
+    for (const Edge& e : n.recompute()->edges) {
+      if (Node* c = e.node()) {
+        if (NodeState& st = state(c); --st.waiting == 0 && st.needed) w_->ready.push_back(c);
+      } else if (LeafState* l = leaf(e.leaf()); on_ready_ && --l->uses == 0) {
+        tell_ready(e.leaf_ptr(), *l);
       }
     }
     accumulate_grad(state(root).grad, dY, call_.create_graph);
@@ -345,8 +344,8 @@ class Pass {
   // maybe more).
   void discover_region(const Node& n, Node* root, const std::vector<Node*>& made) {
     const auto check_edge = [&](const Edge& e) {
-      for (const Edge& m : n.recompute->edges)
-        if ((e.leaf && m.leaf == e.leaf) || (e.node && m.node == e.node)) return;
+      for (const Edge& m : n.recompute()->edges)
+        if (m == e) return;
       throw GraphError("backward: recomputing " + op_at(n) + " read a tensor its forward did not "
                        "read (fn records another graph each time it runs)");
     };
@@ -357,8 +356,8 @@ class Pass {
       Node* m = stack.back();
       stack.pop_back();
       for (const Edge& e : m->edges()) {
-        Node* c = e.node.get();
-        if (!e.leaf && !c) continue;
+        Node* c = e.node();
+        if (!e.active()) continue;
         if (c && std::ranges::binary_search(made, c)) {
           if (visit(c)) stack.push_back(c);
           ++state(c).waiting;
@@ -368,7 +367,7 @@ class Pass {
         if (c)
           ++state(c).waiting;
         else if (on_ready_)
-          ++leaf(e.leaf.get())->uses;
+          ++leaf(e.leaf())->uses;
       }
     }
   }
@@ -376,8 +375,9 @@ class Pass {
   // Refuses a gradient g for input i of n that is not of the input's shape and dtype.
   static void check_fits(const Node& n, int i, const Tensor& g) {
     const Edge& e = n.next(i);
-    const Shape& shape = e.leaf ? e.leaf->shape : e.node->output_shape;
-    const Dtype dtype = e.leaf ? e.leaf->dtype : e.node->output_dtype;
+    const TensorImpl* l = e.leaf();
+    const Shape& shape = l ? l->shape : e.node()->output_shape;
+    const Dtype dtype = l ? l->dtype : e.node()->output_dtype;
     if (g.shape() != shape || g.dtype() != dtype)
       throw GraphError("backward of " + op_at(n) + " returned a gradient of shape " +
                        g.shape().str() + " " + dtype_name(g.dtype()) + " for input " +

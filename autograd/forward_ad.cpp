@@ -141,8 +141,9 @@ void set_output_tangent(Tensor& out, Node* node, const char* op, const Tensor& t
   if (node) {
     // The values only: t may be on the tape through a node that reads the output (a rule
     // (t, Y) under grad mode), which holds this node; a handle to t itself would be a cycle.
-    node->output_tangent = t.detach().impl_ptr();
-    node->output_tangent_level = open_level;
+    Node::Extras& x = node->extras();
+    x.output_tangent = t.detach().impl_ptr();
+    x.output_tangent_level = open_level;
   }
 }
 

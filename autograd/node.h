@@ -61,17 +61,46 @@ namespace tg {
 
 // The input's shape and dtype, to check what backward returns, are its node's output_shape and
 // output_dtype, or the leaf's own: an edge does not keep a copy.
-struct Edge {
-  std::shared_ptr<Node> node;        // the input's own node, for a non-leaf input
-  std::shared_ptr<TensorImpl> leaf;  // the input itself, for a requires_grad leaf
-  bool active() const { return node || leaf; }
+/// An edge to an op's input: the input's own node (a non-leaf input), or the input itself (a
+/// requires_grad leaf), or nothing (an input that needs no gradient). One owning pointer, which
+/// of the two it is in its lowest bit (both are aligned): an edge is 16 bytes.
+class Edge {
+ public:
+  Edge() = default;
+  explicit Edge(std::shared_ptr<Node> node) : p_(std::move(node)) {}
+  explicit Edge(std::shared_ptr<TensorImpl> leaf) {
+    void* tagged = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(leaf.get()) | 1);
+    p_ = std::shared_ptr<void>(std::move(leaf), tagged);
+  }
+  bool active() const { return p_ != nullptr; }
+  /// The input's node, or null (a leaf, or no edge).
+  Node* node() const { return is_leaf() ? nullptr : static_cast<Node*>(p_.get()); }
+  /// The leaf, or null (a node, or no edge).
+  TensorImpl* leaf() const {
+    return is_leaf() ? reinterpret_cast<TensorImpl*>(bits() & ~std::uintptr_t{1}) : nullptr;
+  }
+  /// The leaf, shared (an edge to a leaf only).
+  std::shared_ptr<TensorImpl> leaf_ptr() const { return {p_, leaf()}; }
+  /// Moves the node's reference out (null for a leaf or no edge; a leaf's edge is kept).
+  std::shared_ptr<Node> take_node() {
+    if (!p_ || is_leaf()) return nullptr;
+    Node* n = static_cast<Node*>(p_.get());
+    return {std::move(p_), n};
+  }
+  friend bool operator==(const Edge& a, const Edge& b) { return a.p_.get() == b.p_.get(); }
+
+ private:
+  std::uintptr_t bits() const { return reinterpret_cast<std::uintptr_t>(p_.get()); }
+  bool is_leaf() const { return bits() & 1; }
+  std::shared_ptr<void> p_;  // a Node, or a TensorImpl's address + 1
 };
 
-/// A tensor a derivative reads, with the version its buffer had when the op recorded it.
+/// A tensor a derivative reads, with the version its buffer had when the op recorded it. (Its
+/// shape, for the error message, is found then among the node's inputs and output: a node keeps
+/// no copy.)
 struct SavedVersion {
   const Storage* storage;
   uint64_t version;
-  Shape shape;  // for the error message
 };
 
 /// What a checkpointed region's node holds instead of a derivative (ops/checkpoint.h): its edges,
@@ -112,12 +141,26 @@ class Node : public std::enable_shared_from_this<Node> {
   Shape output_shape;
   std::source_location where;  // the user's call that recorded this node
   const char* within = nullptr;  // the user's op whose backward (create_graph) recorded this one
-  std::shared_ptr<detail::HookList> hooks;  // on the output's gradient (Tensor::register_hook)
-  std::unique_ptr<Recompute> recompute;     // only for a checkpointed region's node
-  // Forward mode: the output's tangent and its level, so that a formula reading the output
-  // (dY, Y) sees it as the output's other handles do (forward over reverse).
-  std::shared_ptr<TensorImpl> output_tangent;
-  uint64_t output_tangent_level = 0;
+  /// What few nodes carry, apart (one pointer in every node): hooks on the output's gradient
+  /// (Tensor::register_hook), a checkpointed region, and forward mode's output tangent and its
+  /// level, so that a formula reading the output (dY, Y) sees it as the output's other handles
+  /// do (forward over reverse).
+  struct Extras {
+    std::shared_ptr<detail::HookList> hooks;
+    std::unique_ptr<Recompute> recompute;
+    std::shared_ptr<TensorImpl> output_tangent;
+    uint64_t output_tangent_level = 0;
+  };
+  /// The extras, made on first use (throws std::bad_alloc).
+  Extras& extras() {
+    if (!extras_) extras_ = std::make_unique<Extras>();
+    return *extras_;
+  }
+  /// The extras, or null when none were made.
+  const Extras* extras_if() const { return extras_.get(); }
+  detail::HookList* hooks() const { return extras_ ? extras_->hooks.get() : nullptr; }
+  /// A checkpointed region's, else null.
+  Recompute* recompute() const { return extras_ ? extras_->recompute.get() : nullptr; }
   // Engine-private: this node's state in the backward pass now running, and which pass owns it
   // (a second thread's backward through the same graph is refused, not raced).
   int slot = -1;
@@ -136,7 +179,7 @@ class Node : public std::enable_shared_from_this<Node> {
   void release();
   /// The edges to the inputs, next(0 .. num_inputs - 1), or a checkpointed region's.
   std::span<const Edge> edges() const {
-    if (recompute) return recompute->edges;
+    if (Recompute* r = recompute()) return r->edges;
     return {next_, static_cast<std::size_t>(num_inputs)};
   }
   /// The edge to input i, i < num_inputs.
@@ -149,6 +192,7 @@ class Node : public std::enable_shared_from_this<Node> {
   void add_saved(const SavedVersion& v);
 
  private:
+  std::unique_ptr<Extras> extras_;
   std::array<Edge, kInlineInputs> inline_next_{};
   std::unique_ptr<Edge[]> more_next_;
   Edge* next_ = inline_next_.data();  // inline_next_, or more_next_ for an op of many inputs

@@ -43,9 +43,10 @@ void release(void* p, std::size_t capacity) {
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;  // per thread
 
-// Sizes round up to one of four steps per power of two (at most 25% slack), all multiples of 64.
+// Sizes round up to one of four steps per power of two (at most 25% slack), all multiples of 64;
+// small ones to 64, 128 or 256 bytes (a scalar's buffer is a cache line, not four).
 std::size_t bucket_size(std::size_t bytes) {
-  if (bytes <= 256) return 256;
+  if (bytes <= 256) return bytes <= 64 ? 64 : bytes <= 128 ? 128 : 256;
   const int hi = std::bit_width(bytes - 1) - 1;  // 2^hi < bytes <= 2^(hi+1)
   const std::size_t step = std::size_t{1} << (hi - 2);
   return (bytes + step - 1) / step * step;

@@ -53,7 +53,7 @@ thread_local bool formula_only = false;
 
 // The edge to t, a tensor that requires grad: its node, or t itself for a leaf.
 Edge edge_to(const Tensor& t) {
-  return t.is_leaf() ? Edge{nullptr, t.impl_ptr()} : Edge{t.impl().grad_fn, nullptr};
+  return t.is_leaf() ? Edge(t.impl_ptr()) : Edge(t.impl().grad_fn);
 }
 
 // "recorded at model.cpp:12", or "recorded within the backward of 'softmax' at model.cpp:12".
@@ -83,31 +83,50 @@ Grads run_derivative(const Node& n, const BackwardFn& f, const Tensor& dY, const
   }
 }
 
+// A tensor n's derivative reads, on s, for the message: the shape of the input or output on s
+// (a leaf's own, an input node's kept output, n's output), else s's size.
+std::string saved_str(const Node& n, const Storage& s) {
+  if (n.saves_output && n.output_storage.get() == &s) return "of shape " + n.output_shape.str();
+  for (const Edge& e : n.edges()) {
+    if (const TensorImpl* l = e.leaf(); l && l->storage.get() == &s)
+      return "of shape " + l->shape.str();
+    if (const Node* c = e.node(); c && c->saves_output && c->output_storage.get() == &s)
+      return "of shape " + c->output_shape.str();
+  }
+  return "of " + std::to_string(s.bytes()) + " bytes";
+}
+
 // Refuses to run a derivative on tensors written in place since the op saved them.
 void check_versions(const Node& n) {
-  auto check = [&](const Storage& s, uint64_t then, const Shape& shape) {
+  auto check = [&](const Storage& s, uint64_t then) {
     if (s.version() == then) return;
-    throw GraphError("backward of " + detail::op_at(n) + ": a tensor it saved, of shape " +
-                     shape.str() + ", was modified in place since (version " +
+    throw GraphError("backward of " + detail::op_at(n) + ": a tensor it saved, " +
+                     saved_str(n, s) + ", was modified in place since (version " +
                      std::to_string(then) + ", now " + std::to_string(s.version()) +
                      "); its gradient would be wrong. Run backward before changing it (an "
                      "optimizer step, a write through data<T>() or set()), or change a clone");
   };
   for (int i = 0; i < n.num_saved; ++i) {
     const SavedVersion& v = n.saved(i);
-    check(*v.storage, v.version, v.shape);
+    check(*v.storage, v.version);
   }
-  if (n.saves_output) check(*n.output_storage, n.output_version, n.output_shape);
+  if (n.saves_output) check(*n.output_storage, n.output_version);
 }
 
 }  // namespace
 
 Node::~Node() {
   // The closures go in place: the tensors they saved queue their nodes (~TensorImpl).
-  for (int i = 0; i < num_inputs; ++i) release_node(next_[i].node);
-  if (recompute) {
-    for (Edge& e : recompute->edges) release_node(e.node);
-    recompute.reset();  // the inputs its closure kept release their nodes (~TensorImpl)
+  for (int i = 0; i < num_inputs; ++i) {
+    std::shared_ptr<Node> n = next_[i].take_node();
+    release_node(n);
+  }
+  if (Recompute* r = recompute()) {
+    for (Edge& e : r->edges) {
+      std::shared_ptr<Node> n = e.take_node();
+      release_node(n);
+    }
+    extras_->recompute.reset();  // the inputs its closure kept release their nodes (~TensorImpl)
   }
   formula.reset();
   kernel.reset();
@@ -143,9 +162,9 @@ void Node::add_saved(const SavedVersion& v) {
 void Node::release() {
   formula.reset();
   kernel.reset();
-  if (recompute) recompute->run = nullptr;  // the kept inputs go; the edges stay, as next's do
+  if (Recompute* r = recompute()) r->run = nullptr;  // the kept inputs go; the edges stay, as next's do
   output_storage.reset();
-  output_tangent.reset();
+  if (extras_) extras_->output_tangent.reset();
   released = true;
 }
 
@@ -201,7 +220,7 @@ void ReadCollector::note(const InputRefs& inputs) {
     const Tensor& t = inputs[i];
     if (!t.defined() || !t.requires_grad()) continue;
     Edge e = edge_to(t);
-    if (std::none_of(edges.begin(), edges.end(), [&](const Edge& o) { return o.node == e.node && o.leaf == e.leaf; }))
+    if (std::none_of(edges.begin(), edges.end(), [&](const Edge& o) { return o == e; }))
       edges.push_back(std::move(e));
   }
 }
@@ -214,7 +233,7 @@ bool any_requires_grad(const InputRefs& inputs) {
 
 void save(Node& node, const Tensor& t) {
   if (!t.defined()) return;
-  node.add_saved(SavedVersion{t.impl().storage.get(), t.version(), t.shape()});
+  node.add_saved(SavedVersion{t.impl().storage.get(), t.version()});
 }
 
 void save_output(Node& node, const Tensor& out) {
@@ -289,9 +308,10 @@ Grads call_backward(Node& n, const Tensor& dY, bool create_graph) {
   const RecordingWithin within(n);
   // The output, attached to n again, so that a formula in Y stays differentiable.
   Tensor Y = n.saves_output ? node_output(n.shared_from_this(), n.output_storage) : Tensor();
-  if (Y.defined() && n.output_tangent && n.output_tangent_level == forward_level()) {
-    Y.impl().tangent = n.output_tangent;
-    Y.impl().tangent_level = n.output_tangent_level;
+  if (const Node::Extras* x = n.extras_if();
+      Y.defined() && x && x->output_tangent && x->output_tangent_level == forward_level()) {
+    Y.impl().tangent = x->output_tangent;
+    Y.impl().tangent_level = x->output_tangent_level;
   }
   Grads grads = run_derivative(n, use_kernel ? n.kernel : n.formula, dY, Y);
   if (is_anomaly_enabled()) check_anomaly(n, grads);

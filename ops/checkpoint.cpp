@@ -107,7 +107,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
 
   std::vector<std::pair<Tensor, uint64_t>> read;  // the leaves fn read, with their versions
   for (const Edge& e : rc->edges)
-    if (e.leaf) read.emplace_back(Tensor(e.leaf), e.leaf->storage->version());
+    if (TensorImpl* l = e.leaf()) read.emplace_back(Tensor(e.leaf_ptr()), l->storage->version());
   const std::shared_ptr<Storage> value = y.impl().storage;
   const uint64_t value_version = value->version();
   const std::size_t bytes = static_cast<std::size_t>(y.numel()) * dtype_size(y.dtype());
@@ -136,7 +136,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   node->where = where;
   node->output_shape = y.shape();
   node->output_dtype = y.dtype();
-  node->recompute = std::move(rc);
+  node->extras().recompute = std::move(rc);
   detail::NodeCollector::note(node.get());  // an enclosing checkpoint's region holds this node
   Tensor out = detail::node_output(std::move(node), y.impl().storage);
   if (shapes.size() == 1) return {out};

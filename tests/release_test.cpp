@@ -59,7 +59,7 @@ void free_refusing_new(Tensor& y, std::vector<std::weak_ptr<tg::Node>> more = {}
     stack.pop_back();
     if (!n || !seen.insert(n).second) continue;
     nodes.push_back(std::const_pointer_cast<tg::Node>(n->shared_from_this()));
-    for (const tg::Edge& e : n->edges()) stack.push_back(e.node.get());
+    for (const tg::Edge& e : n->edges()) stack.push_back(e.node());
   }
   ASSERT_GE(nodes.size(), 2u);
   refuse_new = true;

@@ -58,6 +58,23 @@ TEST(Versions, BackwardRefusesASavedInputChangedInPlace) {
   EXPECT_FALSE(W.grad().defined());
 }
 
+// A node keeps no copy of a saved tensor's shape: the message finds it among the node's inputs
+// and output (here an input node's kept output), else gives the buffer's size.
+TEST(Versions, TheMessageNamesASavedNonLeafByItsShapeOrItsSize) {
+  tg::Rng rng(5);
+  Tensor W = tg::randn({3, 2}, rng).set_requires_grad();
+  Tensor X = tg::randn({4, 3}, rng);
+  Tensor S = tg::softmax(W);  // a non-leaf whose node keeps it: its shape is found there
+  const Tensor loss = tg::sum_of_squares(tg::matmul(X, S));
+  S.data<double>()[0] = 0.5;
+  expect_graph_error([&] { loss.backward(); }, {"'matmul'", "modified in place", "of shape (3, 2)"});
+
+  Tensor H = tg::scale(W, 2.0);  // scale keeps nothing: the message gives H's 6 doubles
+  const Tensor loss2 = tg::sum_of_squares(tg::matmul(X, H));
+  H.data<double>()[1] = 0.5;
+  expect_graph_error([&] { loss2.backward(); }, {"'matmul'", "modified in place", "of 48 bytes"});
+}
+
 TEST(Versions, AnUpdateUnderNoGradBumpsToo) {
   tg::Rng rng(2);
   Tensor W = tg::randn({2, 2}, rng).set_requires_grad();
