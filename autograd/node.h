@@ -294,14 +294,13 @@ template <class F>
 constexpr bool takes_output() {
   return std::is_invocable_v<F, const Tensor&, const Tensor&>;
 }
+/// Builds f, as a (dY, Y) closure, in fn's place (no move of the closure afterwards).
 template <class F>
-BackwardFn make_backward(F&& f) {
-  BackwardFn fn;
+void set_backward(BackwardFn& fn, F&& f) {
   if constexpr (takes_output<F>())
     fn.emplace(std::forward<F>(f));
   else
     fn.emplace([g = std::forward<F>(f)](const Tensor& dY, const Tensor&) -> Grads { return g(dY); });
-  return fn;
 }
 }  // namespace detail
 
@@ -336,7 +335,7 @@ class Recording {
   Recording& formula(F&& f) {
     if (node_) {
       if constexpr (detail::takes_output<F>()) detail::save_output(*node_, out_);
-      node_->formula = detail::make_backward(std::forward<F>(f));
+      detail::set_backward(node_->formula, std::forward<F>(f));
     }
     return *this;
   }
@@ -346,7 +345,7 @@ class Recording {
   Recording& kernel(K&& k) {
     if (node_) {
       if constexpr (detail::takes_output<K>()) detail::save_output(*node_, out_);
-      node_->kernel = detail::make_backward(std::forward<K>(k));
+      detail::set_backward(node_->kernel, std::forward<K>(k));
     }
     return *this;
   }
