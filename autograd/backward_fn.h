@@ -1,10 +1,10 @@
 #pragma once
 // BackwardFn: a node's backward closure, (dY, Y) -> Grads, move-only, called as const (a
 // closure must not be `mutable`: a retained graph may run it again). Unlike std::function,
-// whose buffer holds 16 bytes, it keeps closures of up to kInline bytes (an op's saved tensors
-// and flags: matmul's is 40) inside the node itself, and bigger ones in a block from the
-// per-thread pool, so recording an op never calls malloc. (Over-aligned closures, rare, get
-// their own aligned allocation.)
+// whose buffer holds 16 bytes, it keeps closures of up to kInline bytes aligned as a pointer
+// (an op's saved tensors and flags: matmul's is 40) inside the node itself, and others in a
+// block from the per-thread pool (16-byte aligned, as malloc's), so recording an op never calls
+// malloc. (Closures aligned past max_align_t, rare, get their own aligned allocation.)
 
 #include <array>
 #include <cstddef>

@@ -151,9 +151,10 @@ class Node : public std::enable_shared_from_this<Node> {
     std::shared_ptr<TensorImpl> output_tangent;
     uint64_t output_tangent_level = 0;
   };
-  /// The extras, made on first use (throws std::bad_alloc).
+  /// The extras, made on first use, from the pool (throws MemoryError). (Registering a hook
+  /// while another thread runs a backward through the same graph is not supported.)
   Extras& extras() {
-    if (!extras_) extras_ = std::make_unique<Extras>();
+    if (!extras_) extras_.reset(::new (detail::pool_allocate(sizeof(Extras))) Extras());
     return *extras_;
   }
   /// The extras, or null when none were made.
@@ -192,7 +193,13 @@ class Node : public std::enable_shared_from_this<Node> {
   void add_saved(const SavedVersion& v);
 
  private:
-  std::unique_ptr<Extras> extras_;
+  struct ExtrasDeleter {
+    void operator()(Extras* x) const noexcept {
+      x->~Extras();
+      detail::pool_deallocate(x, sizeof(Extras));
+    }
+  };
+  std::unique_ptr<Extras, ExtrasDeleter> extras_;
   std::array<Edge, kInlineInputs> inline_next_{};
   std::unique_ptr<Edge[]> more_next_;
   Edge* next_ = inline_next_.data();  // inline_next_, or more_next_ for an op of many inputs
@@ -294,7 +301,7 @@ template <class F>
 constexpr bool takes_output() {
   return std::is_invocable_v<F, const Tensor&, const Tensor&>;
 }
-/// Builds f, as a (dY, Y) closure, in fn's place (no move of the closure afterwards).
+/// Builds f, as a (dY, Y) closure, in fn's place (not in a BackwardFn of its own, moved in).
 template <class F>
 void set_backward(BackwardFn& fn, F&& f) {
   if constexpr (takes_output<F>())

@@ -39,27 +39,36 @@ if [ -n "$symbolizer" ]; then
   UBSAN_OPTIONS+=":external_symbolizer_path=$symbolizer"
 fi
 
-status=0
-for t in "${targets[@]}"; do
-  corpus="$work/$t-corpus"
+# One target per core at a time (libFuzzer runs one thread): each still fuzzes for `secs`.
+fuzz_one() {
+  local t="$1" corpus="$work/$1-corpus" log="$build/artifacts/$1.log" dict=fuzz/npy.dict rc=0
   cp -r "fuzz/corpus/${t%_fuzz}" "$corpus"
   mkdir -p "$work/$t-tmp"
-  log="$build/artifacts/$t.log"
-  dict=fuzz/npy.dict  # the attention target's inputs are .npy files too
+  # (the attention target's inputs are .npy files too)
   [ "$t" = safetensors_fuzz ] || [ "$t" = train_init_fuzz ] && dict=fuzz/safetensors.dict
-  rc=0
   TG_FUZZ_TMPDIR="$work/$t-tmp" "$build/fuzz/$t" "$corpus" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -dict="$dict" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
     >"$log" 2>&1 || rc=$?
+  local runs units
   runs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log")"
   units="$(find "$corpus" -type f | wc -l)"
   if [ "$rc" -eq 0 ] && [ -n "$runs" ]; then
     echo "$t: ok, $runs, corpus $units units"
   else
-    echo "$t: FAILED (exit $rc), log $log:" >&2
-    grep -E "ERROR|BUG|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 >&2 || true
-    status=1
+    { echo "$t: FAILED (exit $rc), log $log:"
+      grep -E "ERROR|BUG|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 || true; } >&2
+    return 1
   fi
+}
+
+cores="$(nproc)"
+pids=()
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do wait -n || true; done
+  fuzz_one "$t" &
+  pids+=("$!")
 done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
 exit "$status"

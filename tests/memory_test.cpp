@@ -148,7 +148,7 @@ TEST(MemoryDeathTest, AsanSeesAWriteOnePastTheEnd) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        Tensor t = tg::zeros({3}, tg::Dtype::f32);  // 12 bytes of a 256-byte bucket
+        Tensor t = tg::zeros({3}, tg::Dtype::f32);  // 12 bytes of a 64-byte bucket
         t.data<float>()[3] = 1.0f;
       },
       "AddressSanitizer");

@@ -68,6 +68,26 @@ TEST(BackwardFn, OverAlignedClosureIsAligned) {
   EXPECT_EQ(g(tg::scalar(2.0), Tensor())[0].item(), 8.0);
 }
 
+// A closure aligned to 16 (past a pointer's 8, within malloc's): a pooled block, not in place.
+struct alignas(16) SixteenAligned {
+  std::shared_ptr<int> token;
+  Grads operator()(const Tensor& dY, const Tensor&) const {
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(this) % 16, 0u);  // its alignment is honoured
+    return {tg::scale(dY, *token)};
+  }
+};
+
+TEST(BackwardFn, ClosureAlignedTo16IsAlignedAndDiesOnce) {
+  auto token = std::make_shared<int>(3);
+  {
+    tg::BackwardFn f(SixteenAligned{token});
+    tg::BackwardFn g(std::move(f));
+    EXPECT_EQ(token.use_count(), 2);  // moved, not copied
+    EXPECT_EQ(g(tg::scalar(2.0), Tensor())[0].item(), 6.0);
+  }
+  EXPECT_EQ(token.use_count(), 1);  // destroyed exactly once
+}
+
 TEST(BackwardFn, EmplaceReplacesTheClosure) {
   auto a = std::make_shared<int>(1), b = std::make_shared<int>(2);
   tg::BackwardFn f(Holder<200>{a});
