@@ -44,20 +44,28 @@ constexpr std::size_t kAlign = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;  // per thread
 
 // Sizes round up to one of four steps per power of two (at most 25% slack), all multiples of 64;
-// small ones to 64, 128 or 256 bytes (a scalar's buffer is a cache line, not four).
+// small ones to 64, 128 or 256 bytes (a scalar's buffer is a cache line, not four). Each size has
+// its place in the cache: 64, 128, 256, then 320, 384, 448, 512 (2^9 = 4 x 128: steps k x 2^(hi-2)
+// for k = 5 to 8 above 2^hi), and so on.
 std::size_t bucket_size(std::size_t bytes) {
   if (bytes <= 256) return bytes <= 64 ? 64 : bytes <= 128 ? 128 : 256;
   const int hi = std::bit_width(bytes - 1) - 1;  // 2^hi < bytes <= 2^(hi+1)
   const std::size_t step = std::size_t{1} << (hi - 2);
   return (bytes + step - 1) / step * step;
 }
+constexpr int kBuckets = 3 + (64 - 8) * 4;
+int bucket_index(std::size_t capacity) {
+  if (capacity <= 256) return capacity == 64 ? 0 : capacity == 128 ? 1 : 2;
+  const int hi = std::bit_width(capacity - 1) - 1;
+  const std::size_t k = capacity >> (hi - 2);  // 5 to 8
+  return 3 + (hi - 8) * 4 + static_cast<int>(k - 5);
+}
 
 struct Cache {
-  struct Entry {
-    std::size_t size;
-    void* ptr;
-  };
-  std::vector<Entry> free;  // few distinct sizes in practice: a linear scan is enough
+  // The freed buffers of each bucket size, the last freed on top (still warm in the caches):
+  // found in one step whatever else the cache holds (a list scanned for the size took longer
+  // the more sizes a model had left in it).
+  std::vector<void*> free[kBuckets];
   AllocatorStats stats;
 
   ~Cache() {
@@ -65,9 +73,17 @@ struct Cache {
     destroyed = true;
   }
   void release_all() {
-    for (auto& e : free) release(e.ptr, e.size);
-    free.clear();
+    for (int b = 0; b < kBuckets; ++b) {
+      for (void* p : free[b]) release(p, capacity_of(b));
+      free[b].clear();
+    }
     stats.cached_bytes = 0;
+  }
+  static std::size_t capacity_of(int b) {  // bucket_index's inverse
+    if (b < 3) return std::size_t{64} << b;
+    const int hi = 8 + (b - 3) / 4;
+    const std::size_t k = 5 + (b - 3) % 4;
+    return k << (hi - 2);
   }
   static thread_local bool destroyed;
 };
@@ -83,16 +99,13 @@ Cache& cache() {
 Storage::Storage(std::size_t bytes) : bytes_(bytes), capacity_(bucket_size(bytes)) {
   if (!Cache::destroyed) {
     Cache& c = cache();
-    for (std::size_t i = 0; i < c.free.size(); ++i) {
-      if (c.free[i].size == capacity_) {
-        data_ = c.free[i].ptr;
-        c.free[i] = c.free.back();
-        c.free.pop_back();
-        c.stats.cached_bytes -= capacity_;
-        ++c.stats.cache_hits;
-        unpoison(data_, bytes_);  // the slack past bytes_ stays poisoned
-        return;
-      }
+    if (std::vector<void*>& f = c.free[bucket_index(capacity_)]; !f.empty()) {
+      data_ = f.back();
+      f.pop_back();
+      c.stats.cached_bytes -= capacity_;
+      ++c.stats.cache_hits;
+      unpoison(data_, bytes_);  // the slack past bytes_ stays poisoned
+      return;
     }
     ++c.stats.os_allocations;
   }
@@ -109,7 +122,7 @@ Storage::~Storage() {
   Cache& c = cache();
   if (c.stats.cached_bytes + capacity_ > kMaxCachedBytes) c.release_all();
   try {
-    c.free.push_back({capacity_, data_});  // may need memory: refused, the buffer goes back
+    c.free[bucket_index(capacity_)].push_back(data_);  // may need memory: refused, the buffer goes back
   } catch (const std::bad_alloc&) {       // to the OS (a destructor may run while a
     release(data_, capacity_);              // MemoryError unwinds)
     return;

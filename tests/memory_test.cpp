@@ -140,6 +140,34 @@ TEST(Memory, EmptyCacheReleasesAndTheLoopRewarms) {
   EXPECT_EQ(tg::allocator_stats().os_allocations, os_after_one);
 }
 
+// Each bucket size has its own place in the cache: buffers of 43 sizes, one per bucket from 64
+// bytes to 256 KiB, freed together and asked for again, each come back to the
+// size they had (a place shared by two sizes would hand one size's buffer to the other), and none
+// from the OS.
+TEST(Memory, EachBucketSizeGetsItsOwnBufferBack) {
+  std::vector<int64_t> floats;  // bucket sizes in bytes / 4: 64, 128, 256, then 4 per power of 2
+  for (int64_t b : {64, 128, 256}) floats.push_back(b / 4);
+  for (int hi = 8; hi < 18; ++hi)
+    for (int64_t k = 5; k <= 8; ++k) floats.push_back((k << (hi - 2)) / 4);
+  ASSERT_EQ(floats.size(), 43u);
+  std::vector<const void*> first;
+  {
+    std::vector<Tensor> ts;
+    for (int64_t n : floats) ts.push_back(tg::zeros({n}, tg::Dtype::f32));
+    for (const Tensor& t : ts) first.push_back(t.data<float>());
+  }
+  const tg::AllocatorStats before = tg::allocator_stats();
+  std::vector<Tensor> again(floats.size());
+  // In the same order: the first is freed first, so a place shared by all the sizes would
+  // hand the last size's buffer out first. (The other order would pass that too.)
+  for (std::size_t i = 0; i < floats.size(); ++i) again[i] = tg::zeros({floats[i]}, tg::Dtype::f32);
+  for (std::size_t i = 0; i < floats.size(); ++i)
+    EXPECT_EQ(static_cast<const void*>(again[i].data<float>()), first[i])
+        << "the buffer of " << floats[i] * 4 << " bytes";
+  EXPECT_EQ(tg::allocator_stats().os_allocations, before.os_allocations);
+  EXPECT_EQ(tg::allocator_stats().cache_hits, before.cache_hits + floats.size());
+}
+
 #if defined(TG_ASAN)
 // Under ASan the cache hides nothing: the bucket's slack past the asked bytes and a buffer
 // waiting in the cache are poisoned, so an overrun or a use after free is reported as if the
