@@ -45,21 +45,36 @@ constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;  // per thread
 
 // Sizes round up to one of four steps per power of two (at most 25% slack), all multiples of 64;
 // small ones to 64, 128 or 256 bytes (a scalar's buffer is a cache line, not four). Each size has
-// its place in the cache: 64, 128, 256, then 320, 384, 448, 512 (2^9 = 4 x 128: steps k x 2^(hi-2)
-// for k = 5 to 8 above 2^hi), and so on.
+// its place in the cache: 64, 128, 256, then 320, 384, 448, 512 (steps k x 2^(hi-2) for k = 5 to
+// 8 above 2^hi), and so on up to 2^63 bytes. More is refused (std::bad_alloc: a MemoryError for
+// a tensor, whose byte count stays below 2^63 anyway).
+constexpr std::size_t kMaxBytes = std::size_t{1} << 63;
 std::size_t bucket_size(std::size_t bytes) {
+  if (bytes > kMaxBytes) throw std::bad_alloc();
   if (bytes <= 256) return bytes <= 64 ? 64 : bytes <= 128 ? 128 : 256;
-  const int hi = std::bit_width(bytes - 1) - 1;  // 2^hi < bytes <= 2^(hi+1)
+  const int hi = std::bit_width(bytes - 1) - 1;  // 2^hi < bytes <= 2^(hi+1), hi <= 62
   const std::size_t step = std::size_t{1} << (hi - 2);
   return (bytes + step - 1) / step * step;
 }
-constexpr int kBuckets = 3 + (64 - 8) * 4;
-int bucket_index(std::size_t capacity) {
+constexpr int kBuckets = 3 + (63 - 8) * 4;  // the last is 2^63's
+constexpr int bucket_index(std::size_t capacity) {
   if (capacity <= 256) return capacity == 64 ? 0 : capacity == 128 ? 1 : 2;
   const int hi = std::bit_width(capacity - 1) - 1;
   const std::size_t k = capacity >> (hi - 2);  // 5 to 8
   return 3 + (hi - 8) * 4 + static_cast<int>(k - 5);
 }
+constexpr std::size_t capacity_of(int b) {  // bucket_index's inverse
+  if (b < 3) return std::size_t{64} << b;
+  const int hi = 8 + (b - 3) / 4;
+  const std::size_t k = 5 + (b - 3) % 4;
+  return k << (hi - 2);
+}
+static_assert([] {
+  for (int b = 0; b < kBuckets; ++b)
+    if (bucket_index(capacity_of(b)) != b || (b > 0 && capacity_of(b) <= capacity_of(b - 1)))
+      return false;
+  return capacity_of(kBuckets - 1) == kMaxBytes;
+}());
 
 struct Cache {
   // The freed buffers of each bucket size, the last freed on top (still warm in the caches):
@@ -78,12 +93,6 @@ struct Cache {
       free[b].clear();
     }
     stats.cached_bytes = 0;
-  }
-  static std::size_t capacity_of(int b) {  // bucket_index's inverse
-    if (b < 3) return std::size_t{64} << b;
-    const int hi = 8 + (b - 3) / 4;
-    const std::size_t k = 5 + (b - 3) % 4;
-    return k << (hi - 2);
   }
   static thread_local bool destroyed;
 };
@@ -122,9 +131,9 @@ Storage::~Storage() {
   Cache& c = cache();
   if (c.stats.cached_bytes + capacity_ > kMaxCachedBytes) c.release_all();
   try {
-    c.free[bucket_index(capacity_)].push_back(data_);  // may need memory: refused, the buffer goes back
-  } catch (const std::bad_alloc&) {       // to the OS (a destructor may run while a
-    release(data_, capacity_);              // MemoryError unwinds)
+    c.free[bucket_index(capacity_)].push_back(data_);  // may need memory: refused, the buffer
+  } catch (const std::bad_alloc&) {                    // goes back to the OS (a destructor may
+    release(data_, capacity_);                         // run while a MemoryError unwinds)
     return;
   }
   poison(data_, capacity_);

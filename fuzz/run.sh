@@ -56,14 +56,19 @@ fuzz_one() {
   if [ "$rc" -eq 0 ] && [ -n "$runs" ]; then
     echo "$t: ok, $runs, corpus $units units"
   else
-    { echo "$t: FAILED (exit $rc), log $log:"
-      grep -E "ERROR|BUG|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 || true; } >&2
+    # (one write, so that another target's lines cannot fall inside it)
+    local report
+    report="$t: FAILED (exit $rc), log $log:
+$(grep -E "ERROR|BUG|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 || true)"
+    echo "$report" >&2
     return 1
   fi
 }
 
 cores="$(nproc)"
 pids=()
+# Interrupted: the targets running stop too (before the EXIT trap removes their scratch).
+trap 'for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; exit 130' INT TERM
 for t in "${targets[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do wait -n || true; done
   fuzz_one "$t" &

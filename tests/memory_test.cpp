@@ -150,17 +150,18 @@ TEST(Memory, EachBucketSizeGetsItsOwnBufferBack) {
   for (int hi = 8; hi < 18; ++hi)
     for (int64_t k = 5; k <= 8; ++k) floats.push_back((k << (hi - 2)) / 4);
   ASSERT_EQ(floats.size(), 43u);
+  tg::empty_cache();  // (so that the cache's cap on its bytes cannot empty it halfway)
   std::vector<const void*> first;
-  {
-    std::vector<Tensor> ts;
-    for (int64_t n : floats) ts.push_back(tg::zeros({n}, tg::Dtype::f32));
-    for (const Tensor& t : ts) first.push_back(t.data<float>());
-  }
+  std::vector<Tensor> ts;
+  for (int64_t n : floats) ts.push_back(tg::zeros({n}, tg::Dtype::f32));
+  for (const Tensor& t : ts) first.push_back(t.data<float>());
+  for (Tensor& t : ts) t = Tensor();  // freed smallest first
   const tg::AllocatorStats before = tg::allocator_stats();
   std::vector<Tensor> again(floats.size());
-  // In the same order: the first is freed first, so a place shared by all the sizes would
-  // hand the last size's buffer out first. (The other order would pass that too.)
-  for (std::size_t i = 0; i < floats.size(); ++i) again[i] = tg::zeros({floats[i]}, tg::Dtype::f32);
+  // Asked for smallest first too: a place shared by the sizes, the last freed on top, would hand
+  // the largest size's buffer to the smallest (in the reverse order it would pass).
+  for (std::size_t i = 0; i < floats.size(); ++i)
+    again[i] = tg::zeros({floats[i]}, tg::Dtype::f32);
   for (std::size_t i = 0; i < floats.size(); ++i)
     EXPECT_EQ(static_cast<const void*>(again[i].data<float>()), first[i])
         << "the buffer of " << floats[i] * 4 << " bytes";
