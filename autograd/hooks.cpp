@@ -36,7 +36,8 @@ HookHandle Tensor::register_hook(GradHook fn) const {
   if (!requires_grad())
     throw GraphError("register_hook: a tensor of shape " + shape().str() +
                      " that does not require grad has no gradient to hook");
-  std::shared_ptr<detail::HookList>& list = is_leaf() ? impl().hooks : impl().grad_fn->extras().hooks;
+  std::shared_ptr<detail::HookList>& list =
+      is_leaf() ? impl().hooks : impl().grad_fn->extras().hooks;
   if (!list) list = std::make_shared<detail::HookList>();
   const uint64_t id = list->next_id++;
   list->hooks.emplace_back(id, std::move(fn));

@@ -162,7 +162,7 @@ void Node::add_saved(const SavedVersion& v) {
 void Node::release() {
   formula.reset();
   kernel.reset();
-  if (Recompute* r = recompute()) r->run = nullptr;  // the kept inputs go; the edges stay, as next's do
+  if (Recompute* r = recompute()) r->run = nullptr;  // the kept inputs go; the edges stay
   output_storage.reset();
   if (extras_) extras_->output_tangent.reset();
   released = true;

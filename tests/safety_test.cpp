@@ -67,7 +67,8 @@ TEST(Versions, TheMessageNamesASavedNonLeafByItsShapeOrItsSize) {
   Tensor S = tg::softmax(W);  // a non-leaf whose node keeps it: its shape is found there
   const Tensor loss = tg::sum_of_squares(tg::matmul(X, S));
   S.data<double>()[0] = 0.5;
-  expect_graph_error([&] { loss.backward(); }, {"'matmul'", "modified in place", "of shape (3, 2)"});
+  expect_graph_error([&] { loss.backward(); },
+                     {"'matmul'", "modified in place", "of shape (3, 2)"});
 
   Tensor H = tg::scale(W, 2.0);  // scale keeps nothing: the message gives H's 6 doubles
   const Tensor loss2 = tg::sum_of_squares(tg::matmul(X, H));
