@@ -7,6 +7,7 @@
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/grad_ready.h>
 #include <tapegrad/autograd/node.h>
+#include <tapegrad/autograd/static_step.h>
 #include <tapegrad/autograd/storage.h>
 #include <tapegrad/autograd/tensor.h>
 #include <tapegrad/ops/ops.h>

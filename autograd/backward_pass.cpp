@@ -415,6 +415,7 @@ class Pass {
 void touch_pass_state() { (void)workspace.nodes.size(); }
 
 std::vector<Tensor> run_backward(const BackwardCall& call) {
+  if (current_step()) throw_in_static_step((std::string(call.who()) + "()").c_str());
   if (!call.grad_outputs.empty() && call.grad_outputs.size() != call.outputs.size())
     throw ValueError(std::string(call.who()) + ": " + std::to_string(call.outputs.size()) +
                      " outputs but " + std::to_string(call.grad_outputs.size()) + " grad_outputs");

@@ -12,6 +12,7 @@
 
 #include <tapegrad/autograd/grad_ready.h>
 #include <tapegrad/autograd/node.h>
+#include <tapegrad/autograd/static_step.h>
 
 namespace tg::detail {
 
@@ -83,6 +84,14 @@ struct BackwardCall {
   bool zeros_for_unused = true;  // else an input no gradient reaches gets an undefined tensor
   const char* who() const { return inputs ? "grad" : "backward"; }  // for messages
 };
+/// Inside a StaticStep (static_step.cpp): whether it is replaying; the node recorded, noted; a
+/// replay's op attached to its recorded node (checked to be the same op on the same places; a
+/// GraphError names what differs), emptied for the op to fill in again (raw).
+bool step_replaying(const StepTrace& step);
+void step_note_node(StepTrace& step, const Tensor& y);
+Tensor step_replay_attach(StepTrace& step, Tensor out, const char* op, const InputRefs& inputs,
+                          Node*& raw);
+
 /// Makes this thread's pass state (see make_node). Never throws but for a MemoryError.
 void touch_pass_state();
 

@@ -36,6 +36,9 @@ HookHandle Tensor::register_hook(GradHook fn) const {
   if (!requires_grad())
     throw GraphError("register_hook: a tensor of shape " + shape().str() +
                      " that does not require grad has no gradient to hook");
+  // A replayed step's nodes are its recorded ones: a hook on one would be added again each call.
+  if (!is_leaf() && detail::current_step())
+    detail::throw_in_static_step("register_hook (or retain_grad) on a tensor fn made");
   std::shared_ptr<detail::HookList>& list =
       is_leaf() ? impl().hooks : impl().grad_fn->extras().hooks;
   if (!list) list = std::make_shared<detail::HookList>();

@@ -11,6 +11,7 @@ list(APPEND TAPEGRAD_SOURCES
   autograd/pool.cpp
   autograd/print.cpp
   autograd/shape.cpp
+  autograd/static_step.cpp
   autograd/storage.cpp
   autograd/tape.cpp
   autograd/tensor.cpp

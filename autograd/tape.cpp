@@ -159,6 +159,14 @@ void Node::add_saved(const SavedVersion& v) {
   ++num_saved;
 }
 
+void Node::clear_for_replay() {
+  formula.reset();
+  kernel.reset();
+  num_saved = 0;
+  saves_output = false;
+  output_storage.reset();
+}
+
 void Node::release() {
   formula.reset();
   kernel.reset();
@@ -249,6 +257,9 @@ Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
     throw GraphError(std::string("record: '") + op + "' has " + std::to_string(inputs.size()) +
                      " inputs; a node holds at most " + std::to_string(kMaxInputs) +
                      ": record it as two ops, or stack inputs of one shape into one tensor");
+  StepTrace* step = current_step();
+  if (step && step_replaying(*step)) [[unlikely]]
+    return step_replay_attach(*step, std::move(out), op, inputs, raw);
   auto node = make_node();
   node->op = op;
   const int n = static_cast<int>(inputs.size());
@@ -272,9 +283,12 @@ Tensor attach(Tensor out, const char* op, const InputRefs& inputs,
   if (out.impl_ptr().use_count() == 1 && out.is_leaf() && !out.requires_grad()) {
     out.impl().requires_grad = true;
     out.impl().grad_fn = std::move(node);
-    return out;
+  } else {
+    out = node_output(std::move(node), out.impl().storage);
   }
-  return node_output(std::move(node), out.impl().storage);
+  if (step) [[unlikely]]
+    step_note_node(*step, out);
+  return out;
 }
 
 std::string op_at(const Node& n) { return std::string("'") + n.op + "' (" + recorded_str(n) + ")"; }

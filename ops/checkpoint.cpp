@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <tapegrad/autograd/node.h>
+#include <tapegrad/autograd/static_step.h>
 #include <tapegrad/ops/narrow.h>
 #include <tapegrad/ops/reshape.h>
 
@@ -84,6 +85,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     if (std::find(rngs.begin(), rngs.end(), r) == rngs.end()) rngs.push_back(r);
   }
   if (!is_grad_enabled() || detail::forward_level() != 0) return fn(inputs);
+  if (detail::current_step()) detail::throw_in_static_step("tg::checkpoint");
 
   const std::vector<uint64_t> input_versions = versions(inputs);
   std::vector<Rng> rngs_then;
