@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/static_step.h>
 #include "bench/flops.h"
 #include <tapegrad/nn/gpt.h>
 #include <tapegrad/nn/llama.h>
@@ -57,11 +58,16 @@ tg::Tensor random_tokens(int64_t V, int64_t B, int64_t T, tg::Rng& rng) {
 
 // One update as tools/train_cmd.cpp makes it (and nanoGPT's train.py): forward, cross-entropy,
 // backward, clip to norm 1, AdamW, zero_grad.
+// (With a StaticStep, its forward and backward are the step's replay.)
 template <class Model>
 void train_step(const Model& model, tg::optim::AdamW& opt, const tg::NamedTensors& params,
-                const tg::Tensor& x, const tg::Tensor& y) {
-  const tg::Tensor loss = model.loss(x, y);
-  loss.backward();
+                const tg::Tensor& x, const tg::Tensor& y, tg::StaticStep* step = nullptr) {
+  if (step) {
+    (*step)({x, y});
+  } else {
+    const tg::Tensor loss = model.loss(x, y);
+    loss.backward();
+  }
   benchmark::DoNotOptimize(tg::optim::clip_grad_norm(params, 1.0));
   opt.step();
   opt.zero_grad();
@@ -78,7 +84,7 @@ double count(const tg::NamedTensors& params) {
 // timed steps' wall time in seconds.
 template <class Model>
 double time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B, int64_t T,
-                tg::Rng& rng) {
+                tg::Rng& rng, bool replayed = false) {
   const tg::NamedTensors params = model.named_parameters();
   // nanoGPT's shakespeare_char settings: lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the
   // matrices and embeddings only.
@@ -88,9 +94,14 @@ double time_steps(benchmark::State& st, const Model& model, int64_t V, int64_t B
   // Two steps outside the timing: the first touches every fresh page (gradients, AdamW's
   // moments, the allocator's cache), which costs ~100 ms per 32 MB here and is not a step's
   // steady cost; PyTorch's side warms up the same way.
-  for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y);
+  // A StaticStep's first call runs eagerly and its second records: the timed ones replay.
+  std::optional<tg::StaticStep> step;
+  if (replayed)
+    step.emplace([&](const std::vector<tg::Tensor>& in) { return model.loss(in[0], in[1]); });
+  tg::StaticStep* s = step ? &*step : nullptr;
+  for (int i = 0; i < 2; ++i) train_step(model, opt, params, x, y, s);
   const auto start = std::chrono::steady_clock::now();
-  for (auto _ : st) train_step(model, opt, params, x, y);
+  for (auto _ : st) train_step(model, opt, params, x, y, s);
   const auto end = std::chrono::steady_clock::now();
   const double tokens = double(B) * double(T);
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
@@ -127,14 +138,15 @@ double gemm_peak_flops() {
 // step must compute (flops.h), and "of GEMM peak" that rate over the GEMM peak measured in the
 // same process at the same thread count (gemm_peak_flops), from the steps' own wall time.
 template <class T>
-void train_step_counters(benchmark::State& st, const GPTCase& c, int64_t block_size) {
+void train_step_counters(benchmark::State& st, const GPTCase& c, int64_t block_size,
+                         bool replayed = false) {
   tg::Rng rng(0);
   tg::nn::GPTConfig config = make_config<T>(c);
   config.block_size = block_size;
   tg::nn::GPT model(config, rng);
   model.train();
   const double peak = gemm_peak_flops<T>();
-  const double seconds = time_steps(st, model, c.V, c.B, c.T, rng);
+  const double seconds = time_steps(st, model, c.V, c.B, c.T, rng, replayed);
   const double tokens = double(c.B) * double(c.T);
   const double useful = tokens * tg::bench::gpt_train_useful_flops_per_token(c.V, c.L, c.C, c.T);
   const auto rate = benchmark::Counter::kIsIterationInvariantRate;
@@ -149,6 +161,14 @@ template <class T>
 void BM_GPT_TrainStep(benchmark::State& st) {
   const GPTCase c = read_case(st);
   train_step_counters<T>(st, c, c.T);
+}
+
+// The same step replayed by a StaticStep (autograd/static_step.h): the recorded tape's nodes
+// kept, the ops' closures made again, the buffers the tape saved written in place.
+template <class T>
+void BM_GPT_TrainStepReplay(benchmark::State& st) {
+  const GPTCase c = read_case(st);
+  train_step_counters<T>(st, c, c.T, true);
 }
 
 // GPT-2 small (124M parameters: V 50257, L 12, H 12, C 768, its 1024 positions) trained on
@@ -273,6 +293,7 @@ void gemm_size(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT_TrainStep, double)->Apply(recipe);
+BENCHMARK_TEMPLATE(BM_GPT_TrainStepReplay, float)->Apply(recipe);
 BENCHMARK_TEMPLATE(BM_GPT2_TrainStep, float)
     ->Args({50257, 12, 12, 768, 64, 4})
     ->ArgNames({"V", "L", "H", "C", "T", "B"})

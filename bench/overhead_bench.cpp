@@ -1,6 +1,6 @@
 // What one op costs beyond its arithmetic: a chain of N scalar ops, y = y * w + b repeated, on
 // leaves that take a gradient, forward and backward (a recorded op with its backward), or forward
-// alone with no tape. A scalar's arithmetic is one instruction, so the time is the op's overhead:
+// alone with no tape, or forward and backward replayed by a StaticStep. A scalar's arithmetic is one instruction, so the time is the op's overhead:
 // checks, the result's tensor, the tape's node, the pass. Counters: "time/op", and "tape bytes/op",
 // what the forward's graph holds per recorded op (the nodes, their closures, the outputs' tensors
 // and buffers, malloc's own headers), measured as malloc's bytes in use with the graph alive
@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/static_step.h>
 #include <tapegrad/ops/ops.h>
 
 namespace {
@@ -85,11 +86,31 @@ void BM_OpChain_Fwd(benchmark::State& st) {
   set_time_per_op(st, n);
 }
 
+// Forward and backward of the chain as a StaticStep replays it (autograd/static_step.h): the
+// recorded nodes and edges kept, each op's closures made again, the same backward pass.
+template <class T>
+void BM_OpChain_Replay(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  std::thread([] {}).join();  // two threads, as above
+  const Leaves l = make_leaves<T>();
+  tg::StaticStep step([&](const std::vector<tg::Tensor>&) { return chain(l, n); });
+  for (int i = 0; i < 2; ++i) step({});  // the first call runs eagerly, the second records
+  for (auto _ : st) {
+    l.x.zero_grad();
+    l.w.zero_grad();
+    l.b.zero_grad();
+    benchmark::DoNotOptimize(step({}).data<T>());
+  }
+  set_time_per_op(st, n);
+}
+
 void chain_size(benchmark::internal::Benchmark* b) { b->Arg(256)->ArgName("N"); }
 
 }  // namespace
 
 BENCHMARK_TEMPLATE(BM_OpChain_FwdBwd, double)->Apply(chain_size);
 BENCHMARK_TEMPLATE(BM_OpChain_FwdBwd, float)->Apply(chain_size);
+BENCHMARK_TEMPLATE(BM_OpChain_Replay, double)->Apply(chain_size);
+BENCHMARK_TEMPLATE(BM_OpChain_Replay, float)->Apply(chain_size);
 BENCHMARK_TEMPLATE(BM_OpChain_Fwd, double)->Apply(chain_size);
 BENCHMARK_TEMPLATE(BM_OpChain_Fwd, float)->Apply(chain_size);

@@ -149,9 +149,14 @@ double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& int
     // An exception before finish() still completes the pass's allreduces on this rank, so the
     // ranks' collectives stay in step until agreed() tells them all.
     dist::GradientReducer::Pass pass = run.reducer->begin();  // one rank: does nothing
-    const SliceLoss part = slice_loss(*run.model, batch, rank, ranks);
-    share = part.share;
-    if (part.backprop.defined()) part.backprop.backward();
+    if (run.step && run.step->fits({batch.x, batch.y})) {
+      // loss = model.batch_loss(batch); loss.backward(), bit for bit, on the recorded tape.
+      share = (*run.step)({batch.x, batch.y}).item();
+    } else {
+      const SliceLoss part = slice_loss(*run.model, batch, rank, ranks);
+      share = part.share;
+      if (part.backprop.defined()) part.backprop.backward();
+    }
     pass.finish();
   });
   double sums[2] = {share, g_interrupted ? 1.0 : 0.0};
@@ -184,6 +189,14 @@ int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator
     run.reducer = std::make_unique<dist::GradientReducer>(run.model->module(), comm);
   });
   const TrainArgs& a = run.args;
+  // One process replays its step (a StaticStep: the same ops on the same shapes each update);
+  // an update whose batch has other shapes (an epoch's short last one) runs eagerly.
+  if (comm.size() == 1 && !a.checkpoint_blocks) {
+    const Model& model = *run.model;
+    run.step = std::make_unique<StaticStep>([&model](const std::vector<Tensor>& in) {
+      return model.batch_loss({in[0], in[1]});
+    });
+  }
   const NamedTensors params = run.model->module().named_parameters();
   // The whole job's tokens per update: the global batch.
   const double tokens = static_cast<double>(run.data->batch_size() * run.data->block_size());

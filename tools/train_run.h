@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <tapegrad/autograd/static_step.h>
 #include <tapegrad/dist/communicator.h>
 #include <tapegrad/dist/reducer.h>
 #include <tapegrad/optim/optim.h>
@@ -25,6 +26,9 @@ struct Run {
   std::unique_ptr<Model> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<dist::GradientReducer> reducer;  // averages the gradients over the ranks
+  /// One process's forward and backward, replayed from its second update on while the batches'
+  /// shapes stay the recorded ones (null with several ranks or --checkpoint-blocks).
+  std::unique_ptr<StaticStep> step;
   int64_t start = 0;                // updates done before this invocation
   std::vector<MetricsRow> rows;     // one per update done
   double elapsed_before = 0;        // seconds spent by earlier invocations
