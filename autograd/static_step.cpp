@@ -1,11 +1,12 @@
 // StaticStep (autograd/static_step.h). Recording: fn runs on the tape as usual while the trace
-// notes, in order, every buffer a tensor made on this thread gets and every node recorded; the
-// backward keeps the graph. What is still alive after it (the buffers the tape saved: inputs of
-// products, layer_norm's statistics, dropout's masks, ...) stays in the plan. Replaying: fn runs
-// again; the i-th buffer asked for is the recorded i-th one when that is alive, else a fresh one,
-// so every tensor the kept tape reads is rewritten in place by the same op; and each op that
-// would record a node gets the recorded one instead (attach, tape.cpp), after a check that it is
-// the same op on the same places. Then the backward runs over the kept tape.
+// notes, in order, every node recorded and the size of every buffer a tensor made on this thread
+// got; the backward keeps the graph. Replaying: fn runs again, and each op that would record a
+// node gets the recorded one instead (attach, tape.cpp), after a check that it is the same op on
+// the same places, emptied of its closures for the op to make them again: what they capture
+// (the tensors they read, cross_entropy's targets, ...) is this call's. The buffers come from the
+// cache as eagerly, each checked against the recorded size. Then the backward runs over the
+// kept tape. (The recorded step's buffers are not written again in place: a tensor fn's caller
+// kept from an earlier call would change under it.)
 
 #include <tapegrad/autograd/static_step.h>
 
@@ -24,11 +25,8 @@ namespace detail {
 
 struct StepTrace {
   bool replaying = false;
-  // What the recorded step made, in order: each buffer's size, and the buffer itself when the
-  // tape still reads it after the step (else null, once recorded); every node.
+  // What the recorded step made, in order: each buffer's size, and every node.
   std::vector<std::size_t> bytes;
-  std::vector<std::weak_ptr<Storage>> made;     // while recording
-  std::vector<std::shared_ptr<Storage>> kept;   // after: the live ones, else null
   std::vector<std::shared_ptr<Node>> nodes;
   std::size_t next_buffer = 0, next_node = 0;   // a replay's place in both
 };
@@ -59,10 +57,8 @@ StepTrace* current_step() { return active; }
 
 std::shared_ptr<Storage> step_storage(StepTrace& s, std::size_t bytes) {
   if (!s.replaying) {
-    auto storage = make_pooled<Storage>(bytes);
     s.bytes.push_back(bytes);
-    s.made.push_back(storage);
-    return storage;
+    return make_pooled<Storage>(bytes);
   }
   const std::size_t i = s.next_buffer++;
   if (i >= s.bytes.size() || s.bytes[i] != bytes)
@@ -72,7 +68,6 @@ std::shared_ptr<Storage> step_storage(StepTrace& s, std::size_t bytes) {
                                          : "made only " + std::to_string(s.bytes.size())) +
                      ": fn does not make the same tensors on every call (an op or a shape "
                      "depends on the data, or on state outside fn)");
-  if (const std::shared_ptr<Storage>& kept = s.kept[i]) return kept;
   return make_pooled<Storage>(bytes);
 }
 
@@ -209,13 +204,7 @@ Tensor StaticStep::record(const std::vector<Tensor>& inputs, const std::source_l
   loss.backward(Tensor(), /*retain_graph=*/true, /*create_graph=*/false, where);
   Tensor value = loss.detach().clone();
   plan->root = loss.impl().grad_fn.get();
-  loss = Tensor();
-  // What the kept tape (or anything else) still holds, the replays write again in place.
-  detail::StepTrace& t = plan->trace;
-  t.kept.reserve(t.made.size());
-  for (const std::weak_ptr<Storage>& w : t.made) t.kept.push_back(w.lock());
-  t.made = {};
-  t.replaying = true;
+  plan->trace.replaying = true;
   plan_ = std::move(plan);
   return value;
 }

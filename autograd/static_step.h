@@ -14,17 +14,19 @@
 //   }
 //
 // Each call is `loss = fn(inputs); loss.backward();` with the same numbers bit for bit: the
-// ops run as they do on the tape, but make no node, no closure and no edge, and every buffer the
-// tape saved is written again in place rather than allocated (the kept tape reads it). What the
-// replay checks, and names in a GraphError when it differs: the ops recorded, in order, each
-// with its inputs' places on the tape and its output's shape and dtype, and the buffers' sizes.
-// (torch.cuda.graphs and tinygrad's TinyJit replay kernels; this replays the tape.)
+// ops run as they do on the tape, but make no node and no edge: each takes its recorded node and
+// fills in its closures again, with what they capture this time. What the replay checks, and
+// names in a GraphError when it differs: the ops recorded, in order, each with its inputs'
+// places on the tape and its output's shape and dtype, and the sizes of the tensors fn makes.
+// (torch.cuda.graphs and tinygrad's TinyJit replay kernels into fixed buffers; this replays the
+// tape, and its buffers come from the cache as eagerly, so a tensor kept from an earlier call
+// keeps its values.)
 //
 // What fn may do: read the inputs it is given and tensors made outside it (the parameters,
 // updated in place between calls), draw random numbers (dropout draws new masks, as eagerly),
 // and return a scalar loss. What it may not: take inputs that require grad, run a backward,
-// register hooks on its tensors, use tg::checkpoint or forward mode (GraphError), or keep its
-// tensors past the call: the next call writes into their buffers. The loss returned is a copy.
+// register hooks on its tensors, or use tg::checkpoint or forward mode (GraphError). The loss
+// returned is a copy, off the tape.
 
 #include <cstddef>
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include <tapegrad/autograd/grad_mode.h>
+#include <tapegrad/autograd/static_step.h>
 #include "bench/baseline.h"
 #include "bench/flops.h"
 #include <tapegrad/nn/attention.h>
@@ -89,6 +90,26 @@ void BM_AttentionComposed_FwdBwd(benchmark::State& st) {
   fwd_bwd<T>(st, /*fused=*/false);
 }
 
+// The fused case's step replayed by a StaticStep (autograd/static_step.h): the recorded tape's
+// nodes kept, the ops' closures made again.
+template <class T>
+void BM_Attention_FwdBwdReplay(benchmark::State& st) {
+  const Case c = read_case(st);
+  tg::Rng rng(0);
+  const auto layer = make_layer<T>(c, rng);
+  const tg::Tensor X = tg::randn({c.B, c.T, c.D}, rng, tg::dtype_of<T>());
+  const std::vector<tg::Tensor> params = layer->parameters();
+  tg::StaticStep step([&](const std::vector<tg::Tensor>& in) {
+    return tg::attention_loss(layer->forward(in[0]).Y);
+  });
+  for (int i = 0; i < 2; ++i) step({X});  // the first call runs eagerly, the second records
+  for (auto _ : st) {
+    for (const tg::Tensor& p : params) p.zero_grad();
+    benchmark::DoNotOptimize(step({X}).data<T>());
+  }
+  set_flops(st, c, /*backward=*/true);
+}
+
 template <class T>
 void BM_AttentionBaseline_FwdBwd(benchmark::State& st) {
   const Case c = read_case(st);
@@ -110,6 +131,8 @@ BENCHMARK_TEMPLATE(BM_Attention_Fwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_Fwd, double)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_Attention_FwdBwd, double)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_Attention_FwdBwdReplay, float)->Apply(sizes);
+BENCHMARK_TEMPLATE(BM_Attention_FwdBwdReplay, double)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_AttentionComposed_FwdBwd, float)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_AttentionComposed_FwdBwd, double)->Apply(sizes);
 BENCHMARK_TEMPLATE(BM_AttentionBaseline_FwdBwd, float)->Apply(sizes);

@@ -174,6 +174,22 @@ TEST(TrainImages, ResumedAfterAnEpochEndsBitForBit) {
   EXPECT_EQ(lines(test::slurp(tmp / "part/metrics.csv")).size(), 7u);  // 3 updates an epoch
 }
 
+// The cnn (dropout on) over 3 epochs of batches 64, 64, 22: the full batches replay the recorded
+// step, the short last one of each epoch runs eagerly, and the run ends with the weights and
+// losses of one that records every update (--no-replay), bit for bit.
+TEST(TrainImages, ReplayedStepsWithAShortLastBatchTrainTheRecordedOnesWeights) {
+  const TempDir tmp;
+  const fs::path images = image_folder(tmp, 150, 20);
+  ASSERT_EQ(run(image_args(images, tmp / "replayed", "cnn", 3)), 0);
+  TrainArgs a = image_args(images, tmp / "recorded", "cnn", 3);
+  a.no_replay = true;
+  ASSERT_EQ(run(a), 0);
+  EXPECT_EQ(test::slurp(tmp / "replayed/model.safetensors"),
+            test::slurp(tmp / "recorded/model.safetensors"));
+  EXPECT_EQ(without_timing(tmp / "replayed"), without_timing(tmp / "recorded"));
+  EXPECT_EQ(lines(test::slurp(tmp / "replayed/metrics.csv")).size(), 10u);  // 3 updates an epoch
+}
+
 TEST(TrainImages, ModelLoadsIntoTorchWithTheRunsTestAccuracy) {
   ASSERT_EQ(test::python_missing("numpy, torch"), "") << "this test needs PyTorch";
   const TempDir tmp;

@@ -91,6 +91,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_flag("--checkpoint-blocks", a.checkpoint_blocks,
               "Recompute each block's activations in the backward instead of keeping them "
               "(gpt, llama): less memory, one more forward of the blocks");
+  t->add_flag("--no-replay", a.no_replay,
+              "Record every update's tape anew instead of replaying the recorded step (the "
+              "numbers are the same)");
   t->add_option("--threads", a.threads,
                 "Threads for the kernels, at most (fewer while other processes keep cores busy)")
       ->check(int_at_least(1));

@@ -191,7 +191,7 @@ int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator
   const TrainArgs& a = run.args;
   // One process replays its step (a StaticStep: the same ops on the same shapes each update);
   // an update whose batch has other shapes (an epoch's short last one) runs eagerly.
-  if (comm.size() == 1 && !a.checkpoint_blocks) {
+  if (comm.size() == 1 && !a.checkpoint_blocks && !a.no_replay) {
     const Model& model = *run.model;
     run.step = std::make_unique<StaticStep>([&model](const std::vector<Tensor>& in) {
       return model.batch_loss({in[0], in[1]});

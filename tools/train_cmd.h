@@ -61,6 +61,7 @@ struct TrainArgs {
   int64_t eval_every = 100, eval_batches = 20;
   int threads = 0;  // 0: leave tg::num_threads() as it is
   bool checkpoint_blocks = false;  // how the run computes, not what it trains: not recorded
+  bool no_replay = false;          // each update recorded anew (no StaticStep): not recorded
   // The flags the user wrote (without dashes: "layers", "batch"), to tell a default from a choice.
   std::set<std::string> given;
   // The command line as typed, for the "resume with" hint after Ctrl-C.
