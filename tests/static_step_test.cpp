@@ -3,9 +3,13 @@
 // and float64; AdamW updating the parameters in place between steps), runs on the recorded nodes
 // and buffers, and refuses what would make a replay wrong, naming it.
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +35,41 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sq(const Tensor& t) { return mul(t, t); }
+
+// The README's example ("A static step, recorded once and replayed"), shown there verbatim: the
+// code between this test's README markers, unindented by 2.
+TEST(StaticStep, TheReadmeExampleRunsAndIsShownVerbatim) {
+  // README static_step
+  Rng rng(0);
+  nn::GPT gpt(nn::GPTConfig{.block_size = 16, .n_layer = 2, .n_embd = 32}, rng);
+  optim::AdamW opt(gpt.named_parameters(), 1e-3);
+  StaticStep step([&](const std::vector<Tensor>& in) { return gpt.loss(in[0], in[1]); });
+  std::vector<double> losses;
+  for (int s = 0; s < 20; ++s) {
+    const Tensor x = randint(0, 65, {4, 16}, rng), y = randint(0, 65, {4, 16}, rng);
+    losses.push_back(step({x, y}).item());  // and the gradients are in the parameters' .grad()
+    opt.step();
+    opt.zero_grad();
+  }
+  // README end
+  EXPECT_EQ(step.replays(), 18);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l) && l > 3 && l < 5) << l;  // ~ log(65)
+  EXPECT_NE(losses[2], losses[3]);
+
+  std::ifstream self(TAPEGRAD_STATIC_STEP_TEST_CPP), readme(TAPEGRAD_README_MD);
+  std::string code, line;
+  bool inside = false;
+  while (std::getline(self, line)) {
+    if (inside && line == "  // README end") break;
+    if (inside) code += line.substr(std::min<std::size_t>(2, line.size())) + "\n";
+    if (line == "  // README static_step") inside = true;
+  }
+  ASSERT_GT(code.size(), 300u);
+  std::stringstream text;
+  text << readme.rdbuf();
+  EXPECT_NE(text.str().find("```cpp\n" + code + "```"), std::string::npos)
+      << "README.md does not show the example verbatim:\n" << code;
+}
 
 // A model to train: its parameters, its loss on a batch, and step s's batch.
 struct Case {
