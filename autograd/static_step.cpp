@@ -1,15 +1,16 @@
 // StaticStep (autograd/static_step.h). Recording: fn runs on the tape as usual while the trace
-// notes, in order, every node recorded and the size of every buffer a tensor made on this thread
-// got; the backward keeps the graph. Replaying: fn runs again, and each op that would record a
-// node gets the recorded one instead (attach, tape.cpp), after a check that it is the same op on
-// the same places, emptied of its closures for the op to make them again: what they capture
-// (the tensors they read, cross_entropy's targets, ...) is this call's. The buffers come from the
-// cache as eagerly, each checked against the recorded size. Then the backward runs over the
-// kept tape. (The recorded step's buffers are not written again in place: a tensor fn's caller
-// kept from an earlier call would change under it.)
+// notes, in order, every node recorded; the backward keeps the graph. Replaying: fn runs again,
+// and each op that would record a node gets the recorded one instead (attach, tape.cpp), after a
+// check that it is the same op on the same places, emptied for the op to fill in again: what its
+// closures capture (the tensors they read, cross_entropy's targets, ...) is this call's. So the
+// graph the backward runs over is the one an eager call would have recorded. The buffers come
+// from the cache as eagerly. (The recorded step's buffers are not written again in place: a
+// tensor fn's caller kept from an earlier call would change under it. Nor are the sizes of the
+// tensors fn makes checked: a kernel's scratch follows the threads free at the time.)
 
 #include <tapegrad/autograd/static_step.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -25,10 +26,8 @@ namespace detail {
 
 struct StepTrace {
   bool replaying = false;
-  // What the recorded step made, in order: each buffer's size, and every node.
-  std::vector<std::size_t> bytes;
-  std::vector<std::shared_ptr<Node>> nodes;
-  std::size_t next_buffer = 0, next_node = 0;   // a replay's place in both
+  std::vector<std::shared_ptr<Node>> nodes;  // every node the recorded step made, in order
+  std::size_t next_node = 0;                 // a replay's place among them
 };
 
 namespace {
@@ -54,22 +53,6 @@ std::string shape_str(const Tensor& t) {
 }  // namespace
 
 StepTrace* current_step() { return active; }
-
-std::shared_ptr<Storage> step_storage(StepTrace& s, std::size_t bytes) {
-  if (!s.replaying) {
-    s.bytes.push_back(bytes);
-    return make_pooled<Storage>(bytes);
-  }
-  const std::size_t i = s.next_buffer++;
-  if (i >= s.bytes.size() || s.bytes[i] != bytes)
-    throw GraphError("StaticStep: the replay's tensor #" + std::to_string(i + 1) + " is of " +
-                     std::to_string(bytes) + " bytes where the recorded step " +
-                     (i < s.bytes.size() ? "made one of " + std::to_string(s.bytes[i]) + " bytes"
-                                         : "made only " + std::to_string(s.bytes.size())) +
-                     ": fn does not make the same tensors on every call (an op or a shape "
-                     "depends on the data, or on state outside fn)");
-  return make_pooled<Storage>(bytes);
-}
 
 bool step_replaying(const StepTrace& s) { return s.replaying; }
 
@@ -127,7 +110,7 @@ void throw_in_static_step(const char* what) {
 struct StaticStep::Plan {
   detail::StepTrace trace;
   std::vector<Tensor> inputs;  // the recorded step's: each call's values are copied in
-  const Node* root = nullptr;  // the loss's node
+  std::size_t root = 0;        // the loss's node, in trace.nodes
 };
 
 StaticStep::StaticStep(Fn fn) : fn_(std::move(fn)) {
@@ -170,7 +153,7 @@ Tensor StaticStep::operator()(const std::vector<Tensor>& inputs,
   }
   if (!warm_) {
     // The first call runs as usual, so that what fn makes once and keeps (a table a module
-    // builds on its first forward) is not among the buffers the replays write.
+    // builds on its first forward) is not part of the recording.
     Tensor loss = fn_(inputs);
     if (!loss.defined()) throw ValueError("StaticStep: fn returned an undefined tensor");
     loss.backward(Tensor(), false, false, where);
@@ -201,9 +184,14 @@ Tensor StaticStep::record(const std::vector<Tensor>& inputs, const std::source_l
     loss = fn_(plan->inputs);
   }
   if (!loss.defined()) throw ValueError("StaticStep: fn returned an undefined tensor");
+  std::vector<std::shared_ptr<Node>>& nodes = plan->trace.nodes;
+  const auto root = std::find(nodes.begin(), nodes.end(), loss.impl().grad_fn);
+  if (root == nodes.end())
+    throw GraphError("StaticStep: fn returned a tensor of shape " + loss.shape().str() +
+                     " that it did not make on the tape (a leaf, or made outside fn)");
+  plan->root = static_cast<std::size_t>(root - nodes.begin());
   loss.backward(Tensor(), /*retain_graph=*/true, /*create_graph=*/false, where);
   Tensor value = loss.detach().clone();
-  plan->root = loss.impl().grad_fn.get();
   plan->trace.replaying = true;
   plan_ = std::move(plan);
   return value;
@@ -218,23 +206,21 @@ Tensor StaticStep::replay(const std::vector<Tensor>& inputs, const std::source_l
                 static_cast<std::size_t>(to.numel()) * dtype_size(to.dtype()));
   }
   detail::StepTrace& t = p.trace;
-  t.next_buffer = t.next_node = 0;
+  t.next_node = 0;
   Tensor loss;
   try {
     {
       const detail::StepScope scope(t);
       loss = fn_(p.inputs);
     }
-    if (t.next_node != t.nodes.size() || t.next_buffer != t.bytes.size())
+    if (t.next_node != t.nodes.size())
       throw GraphError("StaticStep: the replay recorded " + std::to_string(t.next_node) +
-                       " ops and made " + std::to_string(t.next_buffer) + " tensors where the "
-                       "recorded step had " + std::to_string(t.nodes.size()) + " and " +
-                       std::to_string(t.bytes.size()) + ": fn does not run the same ops on "
-                       "every call");
-    if (!loss.defined() || loss.impl().grad_fn.get() != p.root)
+                       " ops where the recorded step had " + std::to_string(t.nodes.size()) +
+                       ": fn does not run the same ops on every call");
+    if (!loss.defined() || loss.impl().grad_fn != t.nodes[p.root])
       throw GraphError("StaticStep: fn returned another tensor than the recorded step's loss");
   } catch (...) {
-    plan_.reset();  // its saved buffers are half rewritten: the next call records again
+    plan_.reset();  // some nodes are filled in by this call, the rest by the last: record again
     throw;
   }
   loss.backward(Tensor(), /*retain_graph=*/true, /*create_graph=*/false, where);

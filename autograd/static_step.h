@@ -17,16 +17,19 @@
 // ops run as they do on the tape, but make no node and no edge: each takes its recorded node and
 // fills in its closures again, with what they capture this time. What the replay checks, and
 // names in a GraphError when it differs: the ops recorded, in order, each with its inputs'
-// places on the tape and its output's shape and dtype, and the sizes of the tensors fn makes.
-// (torch.cuda.graphs and tinygrad's TinyJit replay kernels into fixed buffers; this replays the
-// tape, and its buffers come from the cache as eagerly, so a tensor kept from an earlier call
-// keeps its values.)
+// places on the tape and its output's shape and dtype, and the loss. So the backward runs over
+// the graph an eager call would have recorded. (torch.cuda.graphs and tinygrad's TinyJit replay
+// kernels into fixed buffers; this replays the tape, and its buffers come from the cache as
+// eagerly, so a tensor fn made in an earlier call keeps its values. The inputs fn is given are
+// the step's own, written each call.) Between calls the kept tape holds one call's saved tensors
+// (an eager step frees them after its backward); a hook put on one of fn's tensors after its
+// call does not carry over to the next.
 //
 // What fn may do: read the inputs it is given and tensors made outside it (the parameters,
 // updated in place between calls), draw random numbers (dropout draws new masks, as eagerly),
 // and return a scalar loss. What it may not: take inputs that require grad, run a backward,
-// register hooks on its tensors, or use tg::checkpoint or forward mode (GraphError). The loss
-// returned is a copy, off the tape.
+// register hooks on its tensors, or use tg::checkpoint (GraphError); nor may the step be called
+// inside a forward-mode DualLevel. The loss returned is a copy, off the tape.
 
 #include <cstddef>
 #include <cstdint>
@@ -82,8 +85,6 @@ namespace detail {
 struct StepTrace;
 /// The step this thread is recording or replaying now (inside a StaticStep's fn), or null.
 StepTrace* current_step();
-/// The buffer of a tensor made inside a step: recorded, or the recorded step's own again.
-std::shared_ptr<Storage> step_storage(StepTrace& step, std::size_t bytes);
 /// Throws GraphError: `what` is not allowed inside a StaticStep's fn.
 [[noreturn]] void throw_in_static_step(const char* what);
 }  // namespace detail

@@ -165,6 +165,13 @@ void Node::clear_for_replay() {
   num_saved = 0;
   saves_output = false;
   output_storage.reset();
+  released = false;  // a backward without retain_graph through it since: filled in again now
+  // A hook registered on its output after the call that made it would not have run in a later
+  // eager step (that step's node is another): none carries over. (fn may not register one.)
+  if (extras_) {
+    extras_->hooks.reset();
+    extras_->output_tangent.reset();
+  }
 }
 
 void Node::release() {

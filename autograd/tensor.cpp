@@ -21,10 +21,7 @@ Tensor::Tensor(const Shape& shape, Dtype dtype) : impl_(detail::make_pooled<Tens
     throw ShapeError("Tensor: shape " + shape.str() + " " + dtype_name(dtype) +
                      " needs more bytes than fit in int64");
   try {
-    if (detail::StepTrace* step = detail::current_step()) [[unlikely]]
-      impl_->storage = detail::step_storage(*step, static_cast<std::size_t>(bytes));
-    else
-      impl_->storage = detail::make_pooled<Storage>(static_cast<std::size_t>(bytes));
+    impl_->storage = detail::make_pooled<Storage>(static_cast<std::size_t>(bytes));
   } catch (const std::bad_alloc&) {
     // The message is formatted in place: making strings may fail too when memory is gone.
     char dims[160] = "(";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
 #include <tapegrad/autograd/static_step.h>
 #include <tapegrad/nn/gpt.h>
@@ -367,17 +368,81 @@ TEST(StaticStep, AStepThatRunsOtherOpsIsRefusedNamingTheOpAndRecordedAgain) {
   EXPECT_TRUE(same_bits(g, m.W.grad()));
 }
 
-TEST(StaticStep, ATensorOfAnotherSizeIsRefused) {
+// What is not on the tape may differ between calls (a kernel's scratch follows the free cores;
+// here a constant's size): the graph is the same, and so are the eager numbers.
+TEST(StaticStep, AConstantOfAnotherSizeReplaysAsEagerly) {
   Small m;
   int call = 0;
-  StaticStep step([&](const std::vector<Tensor>& in) {
-    // Not on the tape (no input requires grad), so only its size tells the steps apart.
-    const Tensor c = ++call == 3 ? full({3, 3}, 1.0, Dtype::f64) : full({2, 2}, 1.0, Dtype::f64);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    const Tensor c = call % 2 ? full({3, 3}, 1.0, Dtype::f64) : full({2, 2}, 1.0, Dtype::f64);
     return add(sum(sq(sub(tanh(matmul(in[0], m.W)), in[1]))), sum(c));
+  };
+  StaticStep step(fn);
+  for (uint64_t s = 0; s < 4; ++s, ++call) {
+    m.W.set_grad(Tensor());
+    const Tensor loss = step(m.batch(s));
+    const Tensor g = m.W.grad().clone();
+    m.W.set_grad(Tensor());
+    const Tensor eager = fn(m.batch(s));
+    eager.backward();
+    EXPECT_TRUE(same_bits(loss, eager.detach())) << s;
+    EXPECT_TRUE(same_bits(g, m.W.grad())) << s;
+  }
+  EXPECT_EQ(step.replays(), 2);
+}
+
+// fn throwing in the middle of a replay: the error comes out, the recorded step is dropped (half
+// its nodes filled in by this call), and the next call records again with the eager gradient.
+TEST(StaticStep, AnErrorInsideAReplayDropsTheRecordedStep) {
+  Small m;
+  int call = 0;
+  auto loss_of = [&](const std::vector<Tensor>& in) {
+    const Tensor h = tanh(matmul(in[0], m.W));
+    if (++call == 3) throw ValueError("fn failed");
+    return sum(sq(sub(h, in[1])));
+  };
+  StaticStep step(loss_of);
+  step(m.batch(0));
+  step(m.batch(1));
+  EXPECT_THROW(step(m.batch(2)), ValueError);
+  EXPECT_FALSE(step.recorded());
+  step(m.batch(3));
+  m.W.set_grad(Tensor());
+  step(m.batch(4));
+  EXPECT_EQ(step.replays(), 1);
+  const Tensor g = m.W.grad().clone();
+  m.W.set_grad(Tensor());
+  loss_of(m.batch(4)).backward();
+  EXPECT_TRUE(same_bits(g, m.W.grad()));
+}
+
+// A hook put, between calls, on a tensor fn made runs in no later call (an eager step's node is
+// another each call); a backward through such a tensor without retain_graph frees what the
+// recorded node held, and the next replay fills it in again.
+TEST(StaticStep, WhatIsDoneToFnsTensorsBetweenCallsDoesNotCarryOver) {
+  Small m;
+  Tensor kept;
+  auto eager_loss = [&](const std::vector<Tensor>& in) {
+    return sum(sq(sub(tanh(matmul(in[0], m.W)), in[1])));
+  };
+  StaticStep step([&](const std::vector<Tensor>& in) {
+    kept = tanh(matmul(in[0], m.W));
+    return sum(sq(sub(kept, in[1])));
   });
   step(m.batch(0));
   step(m.batch(1));
-  EXPECT_THROW(step(m.batch(2)), GraphError);
+  for (uint64_t s = 2; s < 5; ++s) {
+    kept.register_hook([](const Tensor& g) { return mul(g, zeros_like(g)); });
+    if (s == 3) sum(kept).backward();  // through the recorded nodes, which it releases
+    m.W.set_grad(Tensor());
+    step(m.batch(s));
+    const Tensor g = m.W.grad().clone();
+    m.W.set_grad(Tensor());
+    eager_loss(m.batch(s)).backward();
+    EXPECT_TRUE(same_bits(g, m.W.grad())) << s;
+    EXPECT_GT(sum(abs(g)).item(), 0) << s;
+  }
+  EXPECT_EQ(step.replays(), 3);
 }
 
 TEST(StaticStep, AWriteInPlaceToASavedTensorInsideFnIsStillCaught) {
@@ -437,6 +502,17 @@ TEST(StaticStep, WhatWouldBreakAReplayIsRefused) {
     const NoGradGuard off;
     EXPECT_THROW(step(m.batch(0)), GraphError);
   }
+  {
+    const fwad::DualLevel level;
+    EXPECT_THROW(step(m.batch(0)), GraphError);
+  }
+  // Called inside another step's fn; and a loss fn did not make (a leaf).
+  StaticStep outer([&](const std::vector<Tensor>& in) { return step(in); });
+  EXPECT_THROW(outer(m.batch(0)), GraphError);
+  const Tensor scalar = full({}, 1.0, Dtype::f64).set_requires_grad();
+  StaticStep leaf([&](const std::vector<Tensor>&) { return scalar; });
+  leaf(m.batch(0));
+  EXPECT_THROW(leaf(m.batch(0)), GraphError);
   EXPECT_THROW(StaticStep(nullptr), ValueError);
 }
 

@@ -282,12 +282,14 @@ TEST(TrainCli, ReplayedStepsTrainTheSameWeightsAsRecordedOnes) {
                       other = dir / ("other" + arch[1]);
     Outcome r = run(tiny(dir / "text.txt", replayed, flags));
     ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("6 updates done (4 replayed);"), std::string::npos) << r.err;
     std::vector<std::string> seeded = flags;
     seeded.insert(seeded.end(), {"--seed", "5"});
     ASSERT_EQ(run(tiny(dir / "text.txt", other, seeded)).status, 0);
     flags.push_back("--no-replay");
     r = run(tiny(dir / "text.txt", recorded, flags));
     ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("6 updates done;"), std::string::npos) << r.err;
     EXPECT_EQ(weights(replayed), weights(recorded));
     EXPECT_EQ(metrics_without_timing(replayed), metrics_without_timing(recorded));
     EXPECT_NE(weights(replayed), weights(other));

@@ -149,7 +149,9 @@ double forward_backward(Run& run, int64_t s, dist::Communicator& comm, bool& int
     // An exception before finish() still completes the pass's allreduces on this rank, so the
     // ranks' collectives stay in step until agreed() tells them all.
     dist::GradientReducer::Pass pass = run.reducer->begin();  // one rank: does nothing
-    if (run.step && run.step->fits({batch.x, batch.y})) {
+    // (Only a full batch: an epoch's short last one must not be the step recorded.)
+    const bool full = batch.x.size(0) == run.data->batch_size();
+    if (run.step && full && run.step->fits({batch.x, batch.y})) {
       // loss = model.batch_loss(batch); loss.backward(), bit for bit, on the recorded tape.
       share = (*run.step)({batch.x, batch.y}).item();
     } else {
@@ -265,7 +267,10 @@ int run_train(const TrainArgs& given, std::ostream& root_err, dist::Communicator
   }
   save_all(a.steps);
   progress.finish();
-  err << "tapegrad: " << a.steps << (a.steps == 1 ? " update" : " updates") << " done; wrote model.safetensors, "
+  const int64_t replayed = run.step ? run.step->replays() : 0;
+  err << "tapegrad: " << a.steps << (a.steps == 1 ? " update" : " updates") << " done"
+      << (replayed > 0 ? " (" + std::to_string(replayed) + " replayed)" : "")
+      << "; wrote model.safetensors, "
       << (run.model->pretrained_config() ? "config.json, " : "")
       << "train_state.safetensors, metrics.csv and loss.svg to " << a.out << "\n";
   return 0;
