@@ -192,9 +192,9 @@ class Node : public std::enable_shared_from_this<Node> {
   /// Notes one more tensor the derivative reads. Throws GraphError past kMaxSaved, MemoryError.
   void add_saved(const SavedVersion& v);
   /// Empties what the op fills in after attach (the saved tensors, the kept output, the
-  /// closures; hooks and an output tangent from an earlier call), for the op to fill in again: a
-  /// replayed step (StaticStep) keeps the node and its edges, and takes the closures of this
-  /// call's op, with what they captured this time.
+  /// closures; hooks and an output tangent from an earlier call; `released`), for the op to fill
+  /// in again: a replayed step (StaticStep) keeps the node and its edges, and takes the closures
+  /// of this call's op, with what they captured this time.
   void clear_for_replay();
 
  private:

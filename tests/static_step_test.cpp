@@ -1,7 +1,7 @@
 // tg::StaticStep (autograd/static_step.h): a replayed training step gives the eager step's
-// losses and parameters bit for bit (GPT and the MNIST net with dropout, Llama, an LSTM; float32
-// and float64; AdamW updating the parameters in place between steps), runs on the recorded nodes
-// and buffers, and refuses what would make a replay wrong, naming it.
+// losses and parameters bit for bit (GPT and the MNIST net with dropout, Llama, an LSTM, every op
+// of the list; float32 and float64; AdamW updating the parameters in place between steps), runs
+// on the recorded nodes, and refuses what would make a replay wrong, naming it.
 
 #include <algorithm>
 #include <cmath>

@@ -26,8 +26,9 @@ struct Run {
   std::unique_ptr<Model> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<dist::GradientReducer> reducer;  // averages the gradients over the ranks
-  /// One process's forward and backward, replayed from its second update on while the batches'
-  /// shapes stay the recorded ones (null with several ranks or --checkpoint-blocks).
+  /// One process's forward and backward on full batches: the first run as usual, the second
+  /// recorded, the later ones replayed (null with several ranks, --checkpoint-blocks or
+  /// --no-replay).
   std::unique_ptr<StaticStep> step;
   int64_t start = 0;                // updates done before this invocation
   std::vector<MetricsRow> rows;     // one per update done
