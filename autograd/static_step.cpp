@@ -63,7 +63,7 @@ Tensor step_replay_attach(StepTrace& s, Tensor out, const char* op, const InputR
   const std::size_t k = s.next_node;
   auto differs = [&](const std::string& what) -> GraphError {
     return GraphError("StaticStep: the replay's op #" + std::to_string(k + 1) + ", '" + op +
-                      "', " + what + : fn does not run the same ops on every call (a branch "
+                      "', " + what + ": fn does not run the same ops on every call (a branch "
                       "on the data, or on state outside fn); the next call records again");
   };
   if (k >= s.nodes.size())
