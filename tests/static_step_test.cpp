@@ -103,7 +103,9 @@ Trained train(const Case& c, bool replayed, int steps) {
     opt.step();
     opt.zero_grad();
   }
-  if (replayed) EXPECT_EQ(step.replays(), steps - 2);  // the first runs eagerly, the second records
+  if (replayed) {
+    EXPECT_EQ(step.replays(), steps - 2);  // the first runs eagerly, the second records
+  }
   for (const Tensor& p : c.model->parameters()) out.params.push_back(p.detach().clone());
   return out;
 }
