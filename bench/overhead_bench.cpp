@@ -1,7 +1,8 @@
 // What one op costs beyond its arithmetic: a chain of N scalar ops, y = y * w + b repeated, on
 // leaves that take a gradient, forward and backward (a recorded op with its backward), or forward
-// alone with no tape, or forward and backward replayed by a StaticStep. A scalar's arithmetic is one instruction, so the time is the op's overhead:
-// checks, the result's tensor, the tape's node, the pass. Counters: "time/op", and "tape bytes/op",
+// alone with no tape, or forward and backward replayed by a StaticStep. A scalar's arithmetic is
+// one instruction, so the time is the op's overhead: checks, the result's tensor, the tape's
+// node, the pass. Counters: "time/op", and "tape bytes/op",
 // what the forward's graph holds per recorded op (the nodes, their closures, the outputs' tensors
 // and buffers, malloc's own headers), measured as malloc's bytes in use with the graph alive
 // against before it, on a fresh thread whose pools start empty, so that every block is counted.

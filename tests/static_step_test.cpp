@@ -116,7 +116,8 @@ void expect_same(const Trained& a, const Trained& b) {
     EXPECT_TRUE(same_bits(a.losses[s], b.losses[s]))
         << "step " << s << ": " << a.losses[s].item() << " vs " << b.losses[s].item();
   ASSERT_EQ(a.params.size(), b.params.size());
-  for (size_t i = 0; i < a.params.size(); ++i) EXPECT_TRUE(same_bits(a.params[i], b.params[i])) << i;
+  for (size_t i = 0; i < a.params.size(); ++i)
+    EXPECT_TRUE(same_bits(a.params[i], b.params[i])) << i;
 }
 
 // Replayed and eager from the same weights agree bit for bit; the negative control: the batches
@@ -209,11 +210,13 @@ TEST(StaticStep, EveryOpReplayedGivesTheEagerGradients) {
     SCOPED_TRACE(op.name);
     Rng rng(11);
     std::vector<Tensor> params, weights_of_out;
-    for (const Shape& s : op.sample_shapes) params.push_back(randn(s, rng, Dtype::f64).set_requires_grad());
+    for (const Shape& s : op.sample_shapes)
+      params.push_back(randn(s, rng, Dtype::f64).set_requires_grad());
     Tensor weights;
     auto fn = [&](const std::vector<Tensor>& data) {
       std::vector<Tensor> xs;
-      for (std::size_t i = 0; i < params.size(); ++i) xs.push_back(in_domain(op, add(params[i], data[i])));
+      for (std::size_t i = 0; i < params.size(); ++i)
+        xs.push_back(in_domain(op, add(params[i], data[i])));
       const Tensor y = op.call(xs);
       if (!weights.defined()) {
         Rng w(12);

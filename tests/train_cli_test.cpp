@@ -273,13 +273,13 @@ TEST(TrainCli, ReplayedStepsTrainTheSameWeightsAsRecordedOnes) {
       w.push_back(t.to_vector());
     return w;
   };
-  for (const std::vector<std::string>& arch :
-       {std::vector<std::string>{"--dropout", "0.2"}, std::vector<std::string>{"--arch", "llama"}}) {
+  using Flags = std::vector<std::string>;
+  for (const Flags& arch : {Flags{"--dropout", "0.2"}, Flags{"--arch", "llama"}}) {
     SCOPED_TRACE(arch[1]);
     std::vector<std::string> flags = arch;
     for (const char* f : {"--steps", "6", "--eval-every", "3", "--lr", "1e-2"}) flags.push_back(f);
-    const std::string replayed = dir / ("replayed" + arch[1]), recorded = dir / ("recorded" + arch[1]),
-                      other = dir / ("other" + arch[1]);
+    const std::string replayed = dir / ("replayed" + arch[1]);
+    const std::string recorded = dir / ("recorded" + arch[1]), other = dir / ("other" + arch[1]);
     Outcome r = run(tiny(dir / "text.txt", replayed, flags));
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("6 updates done (4 replayed);"), std::string::npos) << r.err;
