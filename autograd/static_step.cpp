@@ -18,7 +18,6 @@
 #include <tapegrad/autograd/engine.h>
 #include <tapegrad/autograd/forward_ad.h>
 #include <tapegrad/autograd/grad_mode.h>
-#include <tapegrad/autograd/pool.h>
 
 namespace tg {
 
